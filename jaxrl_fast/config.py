@@ -1,0 +1,364 @@
+"""Frozen, validated configuration for a jaxrl_fast run.
+
+Every dataclass is keyword-only and frozen; `__post_init__` checks each field and raises a
+`ValueError` that names `Class.field`, the value and what is allowed, before anything compiles.
+Derived numbers are properties, never writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+_LOSSES = ("huber", "mse")
+_NETWORKS = ("auto", "mlp", "cnn")
+_LR_SCHEDULES = ("constant", "linear")
+
+
+def _require(cfg: object, name: str, ok: bool, allowed: str) -> None:
+    """Raise a uniform `ValueError` for field `name` of `cfg` unless `ok`."""
+    if not ok:
+        raise ValueError(
+            f"{type(cfg).__name__}.{name}={getattr(cfg, name)!r} is not allowed; expected {allowed}."
+        )
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EnvConfig:
+    """Environment settings.
+
+    Attributes:
+      name: a gymnax discrete-action env id (e.g. "CartPole-v1", "Breakout-MinAtar"),
+        optionally prefixed "gymnax:". `jaxrl_fast.envs.list_envs()` lists them.
+      num_envs: environments stepped in parallel per seed (one env step each per collect step).
+    """
+
+    name: str = "CartPole-v1"
+    num_envs: int = 10
+
+    def __post_init__(self) -> None:
+        _require(self, "name", isinstance(self.name, str) and bool(self.name), "a non-empty env id")
+        _require(self, "num_envs", _is_int(self.num_envs) and self.num_envs > 0, "a positive int")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NetworkConfig:
+    """Q-network settings.
+
+    Attributes:
+      kind: "mlp", "cnn" (MinAtar-sized conv torso) or "auto" (cnn for image observations).
+      hidden_sizes: widths of the MLP hidden layers (or of the dense layers after the conv).
+      conv_channels: channels of the CNN's 3x3 conv layers (stride 1).
+      dueling: use a dueling value/advantage head.
+    """
+
+    kind: str = "auto"
+    hidden_sizes: tuple[int, ...] = (120, 84)
+    conv_channels: tuple[int, ...] = (16,)
+    dueling: bool = False
+
+    def __post_init__(self) -> None:
+        _require(self, "kind", self.kind in _NETWORKS, f"one of {_NETWORKS}")
+        _require(
+            self,
+            "hidden_sizes",
+            isinstance(self.hidden_sizes, tuple)
+            and all(_is_int(h) and h > 0 for h in self.hidden_sizes),
+            "a tuple of positive ints, e.g. (120, 84)",
+        )
+        _require(
+            self,
+            "conv_channels",
+            isinstance(self.conv_channels, tuple)
+            and len(self.conv_channels) > 0
+            and all(_is_int(c) and c > 0 for c in self.conv_channels),
+            "a non-empty tuple of positive ints, e.g. (16,)",
+        )
+        _require(self, "dueling", isinstance(self.dueling, bool), "True or False")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReplayConfig:
+    """Replay settings. Sizes count transitions across all envs of one seed.
+
+    Attributes:
+      capacity: rows of the device ring buffer (L2); a multiple of `EnvConfig.num_envs`.
+      batch_size: transitions per gradient step; at most `capacity`.
+    """
+
+    capacity: int = 10_000
+    batch_size: int = 128
+
+    def __post_init__(self) -> None:
+        _require(self, "capacity", _is_int(self.capacity) and self.capacity > 1, "an int >= 2")
+        _require(
+            self,
+            "batch_size",
+            _is_int(self.batch_size) and 0 < self.batch_size <= self.capacity,
+            f"an int in [1, capacity={self.capacity}]",
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DQNConfig:
+    """Q-learning settings.
+
+    Attributes:
+      gamma: discount factor in [0, 1].
+      learning_rate: Adam step size (initial value when `ScheduleConfig.lr_schedule="linear"`).
+      adam_eps: Adam epsilon.
+      double_q: select the bootstrap action with the online net, evaluate with the target net.
+      loss: "mse" (default, as CleanRL/PureJaxRL) or "huber" on the TD error. Huber with Adam
+        over-estimated and diverged on CartPole in our runs (Q grew to 1e6); it suits Atari rewards.
+      huber_delta: Huber transition point.
+      target_period: env steps between target-network updates (a multiple of the block).
+      tau: 1.0 copies the online net (hard update); < 1 is a Polyak step every `target_period`.
+      max_grad_norm: global-norm gradient clip; None disables clipping.
+    """
+
+    gamma: float = 0.99
+    learning_rate: float = 2.5e-4
+    adam_eps: float = 1e-8
+    double_q: bool = True
+    loss: str = "mse"
+    huber_delta: float = 1.0
+    target_period: int = 500
+    tau: float = 1.0
+    max_grad_norm: float | None = 10.0
+
+    def __post_init__(self) -> None:
+        _require(self, "gamma", _is_num(self.gamma) and 0.0 <= self.gamma <= 1.0, "a float in [0, 1]")
+        _require(
+            self, "learning_rate", _is_num(self.learning_rate) and self.learning_rate > 0, "a float > 0"
+        )
+        _require(self, "adam_eps", _is_num(self.adam_eps) and self.adam_eps > 0, "a float > 0")
+        _require(self, "double_q", isinstance(self.double_q, bool), "True or False")
+        _require(self, "loss", self.loss in _LOSSES, f"one of {_LOSSES}")
+        _require(self, "huber_delta", _is_num(self.huber_delta) and self.huber_delta > 0, "a float > 0")
+        _require(
+            self, "target_period", _is_int(self.target_period) and self.target_period > 0, "a positive int"
+        )
+        _require(self, "tau", _is_num(self.tau) and 0.0 < self.tau <= 1.0, "a float in (0, 1]")
+        _require(
+            self,
+            "max_grad_norm",
+            self.max_grad_norm is None or (_is_num(self.max_grad_norm) and self.max_grad_norm > 0),
+            "None or a float > 0",
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScheduleConfig:
+    """Exploration and learning-rate schedules, as functions of env steps.
+
+    Attributes:
+      epsilon_start: epsilon at env step 0.
+      epsilon_end: epsilon after the decay.
+      epsilon_fraction: share of `total_env_steps` over which epsilon decays linearly.
+      lr_schedule: "constant" or "linear" (decays to `lr_end_fraction` x the initial rate).
+      lr_end_fraction: final learning rate as a fraction of the initial one (linear only).
+    """
+
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.05
+    epsilon_fraction: float = 0.5
+    lr_schedule: str = "constant"
+    lr_end_fraction: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("epsilon_start", "epsilon_end"):
+            _require(self, name, _is_num(getattr(self, name)) and 0 <= getattr(self, name) <= 1,
+                     "a float in [0, 1]")
+        _require(
+            self,
+            "epsilon_fraction",
+            _is_num(self.epsilon_fraction) and 0 < self.epsilon_fraction <= 1,
+            "a float in (0, 1]",
+        )
+        _require(self, "lr_schedule", self.lr_schedule in _LR_SCHEDULES, f"one of {_LR_SCHEDULES}")
+        _require(
+            self,
+            "lr_end_fraction",
+            _is_num(self.lr_end_fraction) and 0 <= self.lr_end_fraction <= 1,
+            "a float in [0, 1]",
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """A whole training run.
+
+    The loop has its schedule in its shape: `learning_starts // num_envs` prefill collect steps,
+    then blocks of `train_frequency // num_envs` collect steps each followed by
+    `updates_per_block` gradient steps; the run is split into `num_chunks` host calls.
+
+    Attributes:
+      env, network, replay, dqn, schedule: the part configs.
+      total_env_steps: env steps per seed, prefill included.
+      learning_starts: env steps collected before the first update.
+      train_frequency: env steps per block (one block = collect, then update).
+      updates_per_block: gradient steps after each block.
+      num_seeds: independent runs vmapped in one program.
+      seed: base seed; seed i of the run uses `split(key(seed), num_seeds)[i]`.
+      num_chunks: host calls the training is split into (progress, NaN checks); None picks a
+        divisor of the number of blocks near 20. Results do not depend on it.
+      eval_episodes: greedy episodes per seed at the end of training.
+    """
+
+    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
+    network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
+    replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
+    dqn: DQNConfig = dataclasses.field(default_factory=DQNConfig)
+    schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
+    total_env_steps: int = 500_000
+    learning_starts: int = 10_000
+    train_frequency: int = 10
+    updates_per_block: int = 1
+    num_seeds: int = 1
+    seed: int = 0
+    num_chunks: int | None = None
+    eval_episodes: int = 10
+
+    def __post_init__(self) -> None:
+        for name, cls in (("env", EnvConfig), ("network", NetworkConfig), ("replay", ReplayConfig),
+                          ("dqn", DQNConfig), ("schedule", ScheduleConfig)):
+            _require(self, name, isinstance(getattr(self, name), cls), f"a {cls.__name__}")
+        e = self.env.num_envs
+        _require(self, "seed", _is_int(self.seed) and self.seed >= 0, "an int >= 0")
+        _require(self, "num_seeds", _is_int(self.num_seeds) and self.num_seeds > 0, "a positive int")
+        _require(self, "eval_episodes", _is_int(self.eval_episodes) and self.eval_episodes >= 0,
+                 "an int >= 0")
+        _require(
+            self,
+            "updates_per_block",
+            _is_int(self.updates_per_block) and self.updates_per_block > 0,
+            "a positive int",
+        )
+        _require(
+            self,
+            "train_frequency",
+            _is_int(self.train_frequency) and self.train_frequency > 0 and self.train_frequency % e == 0,
+            f"a positive multiple of env.num_envs={e} (env steps per block)",
+        )
+        _require(
+            self,
+            "learning_starts",
+            _is_int(self.learning_starts) and self.learning_starts >= 2 * e
+            and self.learning_starts % e == 0,
+            f"a multiple of env.num_envs={e} that is >= {2 * e}",
+        )
+        _require(
+            self,
+            "total_env_steps",
+            _is_int(self.total_env_steps)
+            and self.total_env_steps > self.learning_starts
+            and (self.total_env_steps - self.learning_starts) % self.train_frequency == 0,
+            f"an int > learning_starts={self.learning_starts} with (total_env_steps - "
+            f"learning_starts) a multiple of train_frequency={self.train_frequency}; nearest valid: "
+            f"{self._nearest_total()}",
+        )
+        if self.replay.capacity % e:
+            raise ValueError(
+                f"ReplayConfig.capacity={self.replay.capacity} is not allowed; expected a multiple of "
+                f"env.num_envs={e}; nearest valid: {max(self.replay.capacity // e, 2) * e}."
+            )
+        if self.replay.capacity < 2 * e:
+            raise ValueError(
+                f"ReplayConfig.capacity={self.replay.capacity} is not allowed; expected at least "
+                f"2 x env.num_envs={2 * e} (one row per env and its successor)."
+            )
+        if self.dqn.target_period % self.train_frequency:
+            raise ValueError(
+                f"DQNConfig.target_period={self.dqn.target_period} is not allowed; expected a multiple "
+                f"of TrainConfig.train_frequency={self.train_frequency} (target updates happen on "
+                f"block boundaries)."
+            )
+        if self.num_chunks is not None:
+            ok = _is_int(self.num_chunks) and self.num_chunks > 0 and self.num_blocks % self.num_chunks == 0
+            _require(
+                self,
+                "num_chunks",
+                ok,
+                f"None or a positive divisor of the number of blocks ({self.num_blocks}), e.g. "
+                f"{_divisor_near(self.num_blocks, 20)}",
+            )
+
+    def _nearest_total(self) -> int:
+        if not (_is_int(self.total_env_steps) and _is_int(self.learning_starts)):
+            return 0
+        f = self.train_frequency if _is_int(self.train_frequency) and self.train_frequency > 0 else 1
+        blocks = max(1, round((self.total_env_steps - self.learning_starts) / f))
+        return self.learning_starts + blocks * f
+
+    @property
+    def collect_steps_per_block(self) -> int:
+        """Collect steps (each steps every env once) per block."""
+        return self.train_frequency // self.env.num_envs
+
+    @property
+    def prefill_steps(self) -> int:
+        """Collect steps before the first update."""
+        return self.learning_starts // self.env.num_envs
+
+    @property
+    def num_blocks(self) -> int:
+        """Training blocks after the prefill."""
+        return (self.total_env_steps - self.learning_starts) // self.train_frequency
+
+    @property
+    def chunks(self) -> int:
+        """Host calls the training blocks are split into."""
+        return self.num_chunks if self.num_chunks is not None else _divisor_near(self.num_blocks, 20)
+
+    @property
+    def blocks_per_chunk(self) -> int:
+        """Blocks per host call."""
+        return self.num_blocks // self.chunks
+
+    @property
+    def target_period_blocks(self) -> int:
+        """Blocks between target updates."""
+        return self.dqn.target_period // self.train_frequency
+
+    @property
+    def total_updates(self) -> int:
+        """Gradient steps per seed."""
+        return self.num_blocks * self.updates_per_block
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        """Return a copy with `changes`; part configs may be given as dicts of field changes.
+
+        Examples:
+          >>> cfg = TrainConfig().replace(replay={"batch_size": 32}, num_seeds=2)
+          >>> cfg.replay.batch_size, cfg.num_seeds
+          (32, 2)
+        """
+        parts = {}
+        for name, value in changes.items():
+            current = getattr(self, name)
+            if isinstance(value, dict) and dataclasses.is_dataclass(current):
+                value = dataclasses.replace(current, **value)
+            parts[name] = value
+        return dataclasses.replace(self, **parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the config as plain JSON-ready data."""
+        return dataclasses.asdict(self)
+
+
+def _divisor_near(n: int, target: int) -> int:
+    """Return the divisor of `n` closest to `target` (ties go to the larger one)."""
+    best = 1
+    for d in range(1, min(n, 10 * target) + 1):
+        if n % d == 0 and abs(d - target) <= abs(best - target):
+            best = d
+    return best

@@ -1,0 +1,145 @@
+"""Q-learning: TD targets (double-Q optional), Huber/MSE loss, Adam with clipping, target net.
+
+Names follow rlax/acme: `q_tm1` are Q-values at the sampled observation, `q_t` at the next one.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxrl_fast.config import DQNConfig
+from jaxrl_fast.types import Array, Batch, Params, PRNGKey
+
+
+@struct.dataclass
+class AgentState:
+    """Learner state of one seed."""
+
+    params: Params
+    target_params: Params
+    opt_state: optax.OptState
+    grad_steps: Array  # [] int32
+
+
+class Agent(NamedTuple):
+    """The agent's pure functions, built once by `make_agent`."""
+
+    init: Callable[[PRNGKey, Array], AgentState]
+    act: Callable[[AgentState, PRNGKey, Array, Array], Array]
+    update: Callable[[AgentState, Batch], tuple[AgentState, Array, dict]]
+    update_target: Callable[[AgentState], AgentState]
+    q_values: Callable[[Params, Array], Array]
+
+
+def td_errors(q_tm1, a_tm1, r_t, discount_t, q_t_target, q_t_select=None):
+    """One-step TD errors.
+
+    Args:
+      q_tm1: `[B, A]` online Q at the sampled observations.
+      a_tm1: `[B]` int actions taken.
+      r_t: `[B]` rewards.
+      discount_t: `[B]` gamma, or 0 where the episode terminated.
+      q_t_target: `[B, A]` target-net Q at the next observations.
+      q_t_select: `[B, A]` online Q at the next observations; given, the bootstrap action is its
+        argmax (double Q-learning), else the argmax of `q_t_target`.
+
+    Returns:
+      `[B]` TD errors `target - q_tm1[a_tm1]`, the target under `stop_gradient`.
+    """
+    select = q_t_target if q_t_select is None else q_t_select
+    a_t = jnp.argmax(select, axis=-1)
+    v_t = jnp.take_along_axis(q_t_target, a_t[:, None], axis=-1)[:, 0]
+    target = jax.lax.stop_gradient(r_t + discount_t * v_t)
+    q_a = jnp.take_along_axis(q_tm1, a_tm1[:, None].astype(jnp.int32), axis=-1)[:, 0]
+    return target - q_a
+
+
+def make_optimizer(config: DQNConfig, learning_rate) -> optax.GradientTransformation:
+    """Adam (with optional global-norm clipping before it)."""
+    adam = optax.adam(learning_rate, eps=config.adam_eps)
+    if config.max_grad_norm is None:
+        return adam
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adam)
+
+
+def make_agent(
+    config: DQNConfig,
+    network: nn.Module,
+    num_actions: int,
+    *,
+    learning_rate=None,
+) -> Agent:
+    """Build the DQN agent's functions.
+
+    Args:
+      config: DQN settings.
+      network: a module mapping `[B, *obs]` to `[B, A]` float32 Q-values.
+      num_actions: size of the action space.
+      learning_rate: float or `grad_step -> lr` schedule; defaults to `config.learning_rate`.
+    """
+    tx = make_optimizer(config, config.learning_rate if learning_rate is None else learning_rate)
+    gamma = config.gamma
+
+    def init(key: PRNGKey, example_obs: Array) -> AgentState:
+        params = network.init(key, example_obs)
+        return AgentState(
+            params=params,
+            target_params=params,
+            opt_state=tx.init(params),
+            grad_steps=jnp.zeros((), jnp.int32),
+        )
+
+    def act(agent: AgentState, key: PRNGKey, obs: Array, epsilon: Array) -> Array:
+        """Epsilon-greedy actions `[E]` int32 for observations `[E, *obs]`."""
+        key_explore, key_action = jax.random.split(key)
+        q = network.apply(agent.params, obs)
+        greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
+        random = jax.random.randint(key_action, greedy.shape, 0, num_actions, jnp.int32)
+        explore = jax.random.uniform(key_explore, greedy.shape) < epsilon
+        return jnp.where(explore, random, greedy)
+
+    def loss_fn(params, target_params, batch: Batch):
+        q_tm1 = network.apply(params, batch.obs)
+        q_t_target = network.apply(target_params, batch.next_obs)
+        q_t_select = (
+            network.apply(jax.lax.stop_gradient(params), batch.next_obs) if config.double_q else None
+        )
+        discount_t = jnp.where(batch.terminated, 0.0, gamma)
+        td = td_errors(q_tm1, batch.action, batch.reward, discount_t, q_t_target, q_t_select)
+        if config.loss == "huber":
+            per_item = optax.huber_loss(td, delta=config.huber_delta)
+        else:
+            per_item = 0.5 * jnp.square(td)
+        w = batch.weight
+        loss = jnp.sum(w * per_item) / jnp.maximum(jnp.sum(w), 1.0)
+        q_mean = jnp.sum(w * jnp.take_along_axis(q_tm1, batch.action[:, None], -1)[:, 0]) / (
+            jnp.maximum(jnp.sum(w), 1.0)
+        )
+        return loss, (td, q_mean)
+
+    def update(agent: AgentState, batch: Batch) -> tuple[AgentState, Array, dict]:
+        """One gradient step. Returns the new state, `[B]` TD errors and scalar metrics."""
+        (loss, (td, q_mean)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            agent.params, agent.target_params, batch
+        )
+        updates, opt_state = tx.update(grads, agent.opt_state, agent.params)
+        params = optax.apply_updates(agent.params, updates)
+        new = agent.replace(params=params, opt_state=opt_state, grad_steps=agent.grad_steps + 1)
+        metrics = {"loss": loss, "q": q_mean, "abs_td": jnp.mean(jnp.abs(td) * batch.weight)}
+        return new, td, metrics
+
+    def update_target(agent: AgentState) -> AgentState:
+        if config.tau == 1.0:
+            return agent.replace(target_params=agent.params)
+        return agent.replace(
+            target_params=optax.incremental_update(agent.params, agent.target_params, config.tau)
+        )
+
+    return Agent(init=init, act=act, update=update, update_target=update_target,
+                 q_values=network.apply)

@@ -1,0 +1,126 @@
+"""The functional `Env` interface, batched over `num_envs`, with next-step auto-reset.
+
+Auto-reset contract (the one envpool and Gymnasium 1.x vector envs use): the step that ends an
+episode returns the episode's *real* final observation with `terminated` or `truncated` set. The
+next step of that env is a *reset step*: it ignores the action, returns the first observation of a
+new episode with reward 0, and sets `info["reset"]`. Replay therefore stores each observation once
+and always finds the next observation in the next row of the same env stream; reset rows are never
+sampled, and truncated transitions bootstrap from the true final observation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_fast.types import Array, PRNGKey
+
+
+class EnvSpec(NamedTuple):
+    """What the loop must know about an env at build time."""
+
+    name: str
+    obs_shape: tuple[int, ...]
+    obs_dtype: Any
+    num_actions: int
+    num_envs: int
+    max_episode_steps: int
+    seed_vmappable: bool = True  # False for handle-based envs (envpool)
+
+
+class EnvState(NamedTuple):
+    """Batched env state. Leaves have a leading `[num_envs]` axis."""
+
+    inner: Any
+    needs_reset: Array  # [E] bool: the last step ended an episode
+    episode_return: Array  # [E] float32, return so far of the running episode
+    episode_length: Array  # [E] int32
+
+
+class Env(NamedTuple):
+    """An environment as pure functions over `EnvState`.
+
+    `reset(key) -> (state, obs)`; `step(key, state, action) -> (state, obs, reward, done, info)`
+    with `obs [E, *obs_shape]`, `reward [E] float32`, `done [E] bool` and `info` holding `[E]`
+    arrays `terminated`, `truncated`, `reset`, `episode_return` and `episode_length` (the latter
+    two give the finished episode's totals where `done`).
+    """
+
+    spec: EnvSpec
+    reset: Callable[[PRNGKey], tuple[EnvState, Array]]
+    step: Callable[[PRNGKey, EnvState, Array], tuple[EnvState, Array, Array, Array, dict]]
+
+
+SingleReset = Callable[[PRNGKey], tuple[Any, Array]]
+SingleStep = Callable[[PRNGKey, Any, Array], tuple[Any, Array, Array, Array, Array]]
+
+
+def make_batched_env(spec: EnvSpec, reset_one: SingleReset, step_one: SingleStep) -> Env:
+    """Batch single-env functions over `spec.num_envs` and add auto-reset and episode stats.
+
+    Args:
+      spec: the batched env's spec.
+      reset_one: `key -> (inner_state, obs)` for one env.
+      step_one: `(key, inner_state, action) -> (inner_state, obs, reward, terminated, truncated)`
+        for one env, without any reset.
+
+    Returns:
+      An `Env` following the next-step auto-reset contract of this module.
+    """
+    n = spec.num_envs
+
+    def reset(key: PRNGKey) -> tuple[EnvState, Array]:
+        inner, obs = jax.vmap(reset_one)(jax.random.split(key, n))
+        state = EnvState(
+            inner=inner,
+            needs_reset=jnp.zeros((n,), bool),
+            episode_return=jnp.zeros((n,), jnp.float32),
+            episode_length=jnp.zeros((n,), jnp.int32),
+        )
+        return state, obs
+
+    def _step_one(key, inner, needs_reset, action):
+        key_step, key_reset = jax.random.split(key)
+        inner_s, obs_s, reward, terminated, truncated = step_one(key_step, inner, action)
+        inner_r, obs_r = reset_one(key_reset)
+        pick = lambda r, s: jax.lax.select(needs_reset, r, s)  # noqa: E731
+        inner = jax.tree.map(pick, inner_r, inner_s)
+        obs = pick(obs_r, obs_s)
+        reward = jnp.where(needs_reset, 0.0, reward).astype(jnp.float32)
+        terminated = jnp.logical_and(~needs_reset, terminated)
+        truncated = jnp.logical_and(~needs_reset, jnp.logical_and(truncated, ~terminated))
+        return inner, obs, reward, terminated, truncated
+
+    def step(key: PRNGKey, state: EnvState, action: Array):
+        keys = jax.random.split(key, n)
+        inner, obs, reward, terminated, truncated = jax.vmap(_step_one)(
+            keys, state.inner, state.needs_reset, action.astype(jnp.int32)
+        )
+        done = jnp.logical_or(terminated, truncated)
+        was_reset = state.needs_reset
+        ep_return = jnp.where(was_reset, 0.0, state.episode_return + reward)
+        ep_length = jnp.where(was_reset, 0, state.episode_length + 1).astype(jnp.int32)
+        new_state = EnvState(
+            inner=inner,
+            needs_reset=done,
+            episode_return=ep_return,
+            episode_length=ep_length,
+        )
+        info = {
+            "terminated": terminated,
+            "truncated": truncated,
+            "reset": was_reset,
+            "episode_return": ep_return,
+            "episode_length": ep_length,
+        }
+        return new_state, obs, reward, done, info
+
+    return Env(spec=spec, reset=reset, step=step)
+
+
+def dtype_name(dtype: Any) -> str:
+    """Return a printable dtype name."""
+    return np.dtype(dtype).name

@@ -1,0 +1,81 @@
+"""Q-networks (flax.linen): MLP and MinAtar-sized CNN torsos, optional dueling head.
+
+Hidden layers use He-normal init; the output layer a small normal (std 0.01) init, so initial
+Q-values are near zero. `dtype` is the compute dtype, `param_dtype` the storage dtype (fp32
+master weights); inputs are cast once, at the network input, and Q-values returned in fp32.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from jaxrl_fast.config import NetworkConfig
+from jaxrl_fast.envs.base import EnvSpec
+from jaxrl_fast.types import Array
+
+_hidden_init = nn.initializers.he_normal()
+_head_init = nn.initializers.normal(stddev=0.01)
+
+
+class QNetwork(nn.Module):
+    """Maps observations `[B, *obs_shape]` to Q-values `[B, num_actions]` (float32).
+
+    Attributes:
+      num_actions: size of the discrete action space.
+      hidden_sizes: dense hidden widths.
+      conv_channels: 3x3 stride-1 conv channels; empty for an MLP.
+      dueling: value + advantage head.
+      dtype: compute dtype.
+      param_dtype: parameter dtype.
+    """
+
+    num_actions: int
+    hidden_sizes: Sequence[int] = (120, 84)
+    conv_channels: Sequence[int] = ()
+    dueling: bool = False
+    dtype: Any = jnp.float32
+    param_dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, obs: Array) -> Array:
+        x = obs.astype(self.dtype)
+        dense = lambda n, init=_hidden_init: nn.Dense(  # noqa: E731
+            n, kernel_init=init, dtype=self.dtype, param_dtype=self.param_dtype
+        )
+        if self.conv_channels:
+            for c in self.conv_channels:
+                x = nn.Conv(c, (3, 3), padding="VALID", kernel_init=_hidden_init,
+                            dtype=self.dtype, param_dtype=self.param_dtype)(x)
+                x = nn.relu(x)
+        x = x.reshape((x.shape[0], -1))
+        for h in self.hidden_sizes:
+            x = nn.relu(dense(h)(x))
+        if self.dueling:
+            value = dense(1, _head_init)(x)
+            adv = dense(self.num_actions, _head_init)(x)
+            q = value + adv - adv.mean(axis=-1, keepdims=True)
+        else:
+            q = dense(self.num_actions, _head_init)(x)
+        return q.astype(jnp.float32)
+
+    @classmethod
+    def from_config(cls, config: NetworkConfig, spec: EnvSpec, **kwargs: Any) -> QNetwork:
+        """Build the network a `NetworkConfig` describes for an env spec."""
+        kind = config.kind
+        if kind == "auto":
+            kind = "cnn" if len(spec.obs_shape) == 3 else "mlp"
+        if kind == "cnn" and len(spec.obs_shape) != 3:
+            raise ValueError(
+                f"NetworkConfig.kind='cnn' needs image observations [H, W, C]; env {spec.name!r} "
+                f"gives shape {spec.obs_shape}. Use kind='mlp' or 'auto'."
+            )
+        return cls(
+            num_actions=spec.num_actions,
+            hidden_sizes=tuple(config.hidden_sizes),
+            conv_channels=tuple(config.conv_channels) if kind == "cnn" else (),
+            dueling=config.dueling,
+            **kwargs,
+        )

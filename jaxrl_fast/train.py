@@ -1,0 +1,442 @@
+"""The fused training loop (`make_train`) and its thin host shell (`train`).
+
+The loop has its schedule in its shape (DESIGN §3): `init` resets the envs, builds the agent and
+replay, and runs the prefill scan; `run_chunk` scans `blocks_per_chunk` blocks, each being
+`collect_steps_per_block` collect steps followed by `updates_per_block` gradient steps and, on
+block boundaries, a target update. Seeds are a leading `[S]` axis vmapped inside the scan body;
+the block counter lives outside the seed vmap, so the target-update `cond` stays a real branch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tqdm
+
+from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.dqn import Agent, AgentState, make_agent
+from jaxrl_fast.envs import Env, EnvState, make_env
+from jaxrl_fast.networks import QNetwork
+from jaxrl_fast.replay import Buffer, make_buffer
+from jaxrl_fast.schedules import make_schedules
+from jaxrl_fast.types import Array, PRNGKey, Transition
+
+SEED_AXIS = "seed"
+
+
+class SeedState(NamedTuple):
+    """Everything one seed carries. Under `RunnerState.seeds` every leaf has a leading `[S]`."""
+
+    agent: AgentState
+    replay: object
+    env_state: EnvState
+    obs: Array  # [E, *obs_shape]
+    key: PRNGKey
+
+
+class RunnerState(NamedTuple):
+    """The scan carry: per-seed state plus the shared block counter."""
+
+    seeds: SeedState  # leading [S] axis, except the replay's shared cursors (Buffer.seed_axes)
+    block: Array  # [] int32, training blocks done
+
+
+class ChunkMetrics(NamedTuple):
+    """Per-seed means over one chunk (all `[S]` float32; NaN where no episode ended)."""
+
+    episode_return: Array
+    episode_length: Array
+    episodes: Array
+    loss: Array
+    q: Array
+    abs_td: Array
+
+
+class TrainFns(NamedTuple):
+    """`init(keys [S]) -> runner` (prefill included); `run_chunk(runner) -> (runner, metrics)`;
+    `evaluate(runner, key) -> [S]` mean greedy episode return over `eval_episodes` episodes."""
+
+    init: Callable[[PRNGKey], RunnerState]
+    run_chunk: Callable[[RunnerState], tuple[RunnerState, ChunkMetrics]]
+    evaluate: Callable[[RunnerState, PRNGKey], Array]
+    env: Env
+    agent: Agent
+    buffer: Buffer
+
+
+class _Acc(NamedTuple):
+    ret: Array
+    length: Array
+    episodes: Array
+    loss: Array
+    q: Array
+    abs_td: Array
+
+
+def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
+    """Build the fused loop's functions; nothing is compiled here.
+
+    Args:
+      config: a validated `TrainConfig`.
+      env: an `Env` to use instead of `make_env(config.env.name, config.env.num_envs)`.
+
+    Returns:
+      `TrainFns`. Jit `init`, and `run_chunk` with `donate_argnums=0`.
+
+    Examples:
+      >>> import jax
+      >>> from jaxrl_fast import presets
+      >>> cfg = presets.get("cartpole").replace(total_env_steps=2_000, learning_starts=1_000,
+      ...                                        num_seeds=2, num_chunks=2)
+      >>> fns = make_train(cfg)
+      >>> runner = jax.jit(fns.init)(jax.random.split(jax.random.key(0), 2))
+      >>> runner, metrics = jax.jit(fns.run_chunk)(runner)
+      >>> metrics.loss.shape
+      (2,)
+    """
+    env = env or make_env(config.env.name, config.env.num_envs)
+    spec = env.spec
+    if spec.num_envs != config.env.num_envs:
+        raise ValueError(
+            f"EnvConfig.num_envs={config.env.num_envs} does not match the env given "
+            f"({spec.num_envs} envs)."
+        )
+    schedules = make_schedules(config)
+    network = QNetwork.from_config(config.network, spec)
+    agent = make_agent(config.dqn, network, spec.num_actions, learning_rate=schedules.learning_rate)
+    n = spec.num_envs
+    example = Transition(
+        obs=jax.ShapeDtypeStruct((n, *spec.obs_shape), spec.obs_dtype),
+        action=jax.ShapeDtypeStruct((n,), jnp.int32),
+        reward=jax.ShapeDtypeStruct((n,), jnp.float32),
+        terminated=jax.ShapeDtypeStruct((n,), bool),
+        truncated=jax.ShapeDtypeStruct((n,), bool),
+        reset=jax.ShapeDtypeStruct((n,), bool),
+    )
+    buffer = make_buffer(config.replay, example)
+    cpb = config.collect_steps_per_block
+    prefill = config.prefill_steps
+    period = config.target_period_blocks
+    # vmap axes of a SeedState: the replay's shared cursors are carried once, not per seed.
+    seed_axes = SeedState(agent=0, replay=buffer.seed_axes, env_state=0, obs=0, key=0)
+
+    def _vmap(fn, in_axes, out_axes):
+        return jax.vmap(fn, in_axes=in_axes, out_axes=out_axes, axis_name=SEED_AXIS)
+
+    def _epsilon(collect_index: Array) -> Array:
+        return schedules.epsilon(collect_index * n).astype(jnp.float32)
+
+    # ---- per-seed work (vmapped over seeds) -------------------------------------------------
+    def _collect(seed: SeedState, epsilon: Array):
+        key, key_act, key_env = jax.random.split(seed.key, 3)
+        # act
+        action = agent.act(seed.agent, key_act, seed.obs, epsilon)
+        # step envs
+        env_state, next_obs, reward, done, info = env.step(key_env, seed.env_state, action)
+        # replay
+        transition = Transition(seed.obs, action, reward, info["terminated"], info["truncated"],
+                                info["reset"])
+        replay = buffer.add(seed.replay, transition)
+        stats = (
+            jnp.sum(jnp.where(done, info["episode_return"], 0.0)),
+            jnp.sum(jnp.where(done, info["episode_length"], 0)).astype(jnp.float32),
+            jnp.sum(done).astype(jnp.float32),
+        )
+        return SeedState(seed.agent, replay, env_state, next_obs, key), stats
+
+    def _learn(seed: SeedState):
+        key, key_sample = jax.random.split(seed.key)
+        batch = buffer.sample(seed.replay, key_sample)
+        agent_state, td, m = agent.update(seed.agent, batch)
+        replay = buffer.update_priorities(seed.replay, batch.index, td)
+        return seed._replace(agent=agent_state, replay=replay, key=key), m
+
+    def _seed_block(seed: SeedState, block: Array, epsilons: Array):
+        seed, stats = jax.lax.scan(_collect, seed, epsilons)
+        stats = jax.tree.map(jnp.sum, stats)
+        if config.updates_per_block == 1:
+            seed, m = _learn(seed)
+        else:
+            seed, m = jax.lax.scan(lambda s, _: _learn(s), seed, None, length=config.updates_per_block)
+            m = jax.tree.map(jnp.sum, m)
+        # target: the predicate is shared by all seeds, so this stays a real branch under vmap.
+        agent_state = jax.lax.cond(
+            (block + 1) % period == 0, agent.update_target, lambda a: a, seed.agent
+        )
+        return seed._replace(agent=agent_state), (stats, m)
+
+    def _seed_init(key: PRNGKey) -> SeedState:
+        key, key_env, key_net = jax.random.split(key, 3)
+        env_state, obs = env.reset(key_env)
+        agent_state = agent.init(key_net, obs)
+        return SeedState(agent_state, buffer.init(), env_state, obs, key)
+
+    # ---- the loop ----------------------------------------------------------------------------
+    def init(keys: PRNGKey) -> RunnerState:
+        seeds = _vmap(_seed_init, 0, seed_axes)(keys)
+
+        def prefill_step(seeds, i):
+            seeds, _ = _vmap(_collect, (seed_axes, None), (seed_axes, 0))(seeds, _epsilon(i))
+            return seeds, None
+
+        seeds, _ = jax.lax.scan(prefill_step, seeds, jnp.arange(prefill, dtype=jnp.int32))
+        return RunnerState(seeds=seeds, block=jnp.zeros((), jnp.int32))
+
+    def iteration(carry, _):
+        runner, acc = carry
+        first = prefill + runner.block * cpb
+        epsilons = _epsilon(first + jnp.arange(cpb, dtype=jnp.int32))
+        seeds, (stats, m) = _vmap(_seed_block, (seed_axes, None, None), (seed_axes, 0))(
+            runner.seeds, runner.block, epsilons
+        )
+        acc = _Acc(
+            ret=acc.ret + stats[0],
+            length=acc.length + stats[1],
+            episodes=acc.episodes + stats[2],
+            loss=acc.loss + m["loss"],
+            q=acc.q + m["q"],
+            abs_td=acc.abs_td + m["abs_td"],
+        )
+        return (RunnerState(seeds, runner.block + 1), acc), None
+
+    def run_chunk(runner: RunnerState) -> tuple[RunnerState, ChunkMetrics]:
+        num_seeds = runner.seeds.obs.shape[0]
+        zeros = jnp.zeros((num_seeds,), jnp.float32)
+        acc = _Acc(zeros, zeros, zeros, zeros, zeros, zeros)
+        (runner, acc), _ = jax.lax.scan(iteration, (runner, acc), None,
+                                        length=config.blocks_per_chunk)
+        updates = float(config.blocks_per_chunk * config.updates_per_block)
+        eps = jnp.where(acc.episodes > 0, acc.episodes, jnp.nan)
+        metrics = ChunkMetrics(
+            episode_return=acc.ret / eps,
+            episode_length=acc.length / eps,
+            episodes=acc.episodes,
+            loss=acc.loss / updates,
+            q=acc.q / updates,
+            abs_td=acc.abs_td / updates,
+        )
+        return runner, metrics
+
+    def evaluate(runner: RunnerState, key: PRNGKey) -> Array:
+        return evaluate_greedy(config, runner.seeds.agent, key, agent=agent)
+
+    return TrainFns(init=init, run_chunk=run_chunk, evaluate=evaluate, env=env, agent=agent,
+                    buffer=buffer)
+
+
+def evaluate_greedy(
+    config: TrainConfig, agents: AgentState, key: PRNGKey, *, agent: Agent, env: Env | None = None
+) -> Array:
+    """Mean undiscounted return of `eval_episodes` greedy episodes per seed.
+
+    Args:
+      config: the run's config (env name, eval_episodes).
+      agents: `AgentState` with a leading `[S]` axis.
+      key: a typed key.
+      agent: the agent's functions (for `act`).
+      env: an env with `eval_episodes` parallel envs; by default built from `config.env.name`.
+
+    Returns:
+      `[S]` float32 mean return (NaN if `eval_episodes` is 0).
+    """
+    episodes = max(config.eval_episodes, 1)
+    env = env or make_env(config.env.name, episodes)
+    horizon = env.spec.max_episode_steps + 1
+    num_seeds = jax.tree.leaves(agents.grad_steps)[0].shape[0]
+
+    def one_seed(agent_state: AgentState, key: PRNGKey) -> Array:
+        key, key_reset = jax.random.split(key)
+        env_state, obs = env.reset(key_reset)
+
+        def body(carry, key_step):
+            env_state, obs, total, finished = carry
+            key_act, key_env = jax.random.split(key_step)
+            action = agent.act(agent_state, key_act, obs, jnp.float32(0.0))
+            env_state, obs, reward, done, _ = env.step(key_env, env_state, action)
+            total = total + jnp.where(finished, 0.0, reward)
+            finished = jnp.logical_or(finished, done)
+            return (env_state, obs, total, finished), None
+
+        init = (env_state, obs, jnp.zeros((episodes,), jnp.float32), jnp.zeros((episodes,), bool))
+        (_, _, total, _), _ = jax.lax.scan(body, init, jax.random.split(key, horizon))
+        return jnp.mean(total)
+
+    returns = jax.vmap(one_seed)(agents, jax.random.split(key, num_seeds))
+    if config.eval_episodes == 0:
+        return jnp.full((num_seeds,), jnp.nan, jnp.float32)
+    return returns
+
+
+# ---- host shell ----------------------------------------------------------------------------------
+@dataclasses.dataclass
+class TrainResult:
+    """What `train` returns.
+
+    Attributes:
+      config: the run's config.
+      runner: final `RunnerState` (device arrays; `runner.seeds.agent.params` are the weights).
+      final_return: `[S]` mean greedy return over `eval_episodes` episodes at the end.
+      train_return: `[S]` mean training-episode return over the last chunk (epsilon-greedy).
+      history: one dict per chunk (env steps, per-seed means of return, loss, Q, |TD|).
+      env_steps: env steps per seed (prefill included).
+      compile_time_s: seconds spent compiling init, run_chunk and evaluate.
+      run_time_s: seconds running init (prefill) and all chunks, compile excluded.
+      eval_time_s: seconds running the final evaluation.
+      wall_time_s: whole call, compile included.
+    """
+
+    config: TrainConfig
+    runner: RunnerState
+    final_return: np.ndarray
+    train_return: np.ndarray
+    history: list[dict]
+    env_steps: int
+    compile_time_s: float
+    run_time_s: float
+    eval_time_s: float
+    wall_time_s: float
+
+    @property
+    def env_steps_per_s(self) -> float:
+        """Aggregate env steps per second over all seeds, compile excluded."""
+        return self.config.num_seeds * self.env_steps / max(self.run_time_s, 1e-9)
+
+    def summary(self) -> dict:
+        """JSON-ready summary: per-seed final returns and the run's timings."""
+        return {
+            "env": self.config.env.name,
+            "num_seeds": self.config.num_seeds,
+            "env_steps_per_seed": self.env_steps,
+            "seeds": [
+                {"seed_index": i, "final_return": _num(self.final_return[i]),
+                 "train_return": _num(self.train_return[i])}
+                for i in range(self.config.num_seeds)
+            ],
+            "mean_final_return": _num(np.nanmean(self.final_return))
+            if np.isfinite(self.final_return).any() else None,
+            "wall_time_s": self.wall_time_s,
+            "compile_time_s": self.compile_time_s,
+            "run_time_s": self.run_time_s,
+            "eval_time_s": self.eval_time_s,
+            "env_steps_per_s": self.env_steps_per_s,
+            "config": self.config.to_dict(),
+        }
+
+
+def _num(x) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def train(
+    config: TrainConfig,
+    *,
+    progress: bool = True,
+    on_chunk: Callable[[dict], None] | None = None,
+    env: Env | None = None,
+) -> TrainResult:
+    """Train `config.num_seeds` agents in one compiled program and evaluate them greedily.
+
+    The shell compiles `init` (prefill included), `run_chunk` (donating the runner) and the
+    evaluation once, runs `config.chunks` chunks while showing progress, checks the loss for
+    NaN/inf between chunks, and never changes the numbers: any `num_chunks` gives bitwise the
+    same parameters for the same seed.
+
+    Args:
+      config: the run.
+      progress: show a live progress bar (env steps, env-steps/s, mean episode return).
+      on_chunk: called after each chunk with that chunk's record (a dict).
+      env: optional env to train on instead of `config.env.name`.
+
+    Returns:
+      A `TrainResult`.
+
+    Raises:
+      FloatingPointError: the loss became NaN or inf (the message names the chunk and seeds).
+    """
+    wall = time.perf_counter()
+    fns = make_train(config, env=env)
+    keys = jax.random.split(jax.random.key(config.seed), config.num_seeds)
+    eval_key = jax.random.fold_in(jax.random.key(config.seed), 1)
+
+    t = time.perf_counter()
+    init = jax.jit(fns.init).lower(keys).compile()
+    abstract = jax.eval_shape(fns.init, keys)
+    run_chunk = jax.jit(fns.run_chunk, donate_argnums=0).lower(abstract).compile()
+    evaluate = jax.jit(fns.evaluate).lower(abstract, eval_key).compile()
+    compile_time = time.perf_counter() - t
+
+    steps_per_chunk = config.blocks_per_chunk * config.train_frequency
+    bar = tqdm.tqdm(
+        total=config.total_env_steps,
+        desc=f"{config.env.name} x{config.num_seeds} seed{'s' if config.num_seeds > 1 else ''}",
+        unit="step",
+        unit_scale=True,
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    t = time.perf_counter()
+    runner = init(keys)
+    jax.block_until_ready(runner)
+    bar.update(config.learning_starts)
+    history: list[dict] = []
+    pending = None
+    env_steps = config.learning_starts
+
+    def _record(chunk_index: int, metrics: ChunkMetrics, env_steps: int) -> None:
+        m = jax.device_get(metrics)
+        if not np.all(np.isfinite(m.loss)):
+            bad = np.flatnonzero(~np.isfinite(m.loss)).tolist()
+            raise FloatingPointError(
+                f"loss became non-finite in chunk {chunk_index} (env steps <= {env_steps}) for "
+                f"seed indices {bad}; lower DQNConfig.learning_rate or set max_grad_norm."
+            )
+        elapsed = time.perf_counter() - t
+        rec = {
+            "chunk": chunk_index,
+            "env_steps": env_steps,
+            "elapsed_s": elapsed,
+            **{f: np.asarray(getattr(m, f)).tolist() for f in ChunkMetrics._fields},
+        }
+        history.append(rec)
+        rets = np.asarray(m.episode_return)
+        sps = config.num_seeds * env_steps / max(elapsed, 1e-9)
+        mean_ret = float(np.nanmean(rets)) if np.isfinite(rets).any() else float("nan")
+        bar.set_postfix_str(f"env-steps/s={sps:,.0f} return={mean_ret:.1f}", refresh=False)
+        bar.update(steps_per_chunk)
+        if on_chunk is not None:
+            on_chunk(rec)
+
+    # Dispatch chunk k+1 before reading chunk k's metrics, so the device never waits on the host.
+    for chunk in range(config.chunks):
+        runner, metrics = run_chunk(runner)
+        env_steps += steps_per_chunk
+        if pending is not None:
+            _record(*pending)
+        pending = (chunk, metrics, env_steps)
+    _record(*pending)
+    jax.block_until_ready(runner)
+    run_time = time.perf_counter() - t
+    bar.close()
+
+    t = time.perf_counter()
+    final_return = np.asarray(evaluate(runner, eval_key))
+    eval_time = time.perf_counter() - t
+    last = history[-1]["episode_return"]
+    return TrainResult(
+        config=config,
+        runner=runner,
+        final_return=final_return,
+        train_return=np.asarray(last, dtype=np.float64),
+        history=history,
+        env_steps=env_steps,
+        compile_time_s=compile_time,
+        run_time_s=run_time,
+        eval_time_s=eval_time,
+        wall_time_s=time.perf_counter() - wall,
+    )

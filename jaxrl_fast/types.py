@@ -1,0 +1,55 @@
+"""Type aliases and the small data containers shared by every part of jaxrl_fast."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+
+Array = jax.Array
+PRNGKey = jax.Array  # a typed key from `jax.random.key`
+Params = Any  # a flax parameter pytree
+Metrics = dict[str, Array]
+
+
+class Transition(NamedTuple):
+    """One environment step as the replay stores it (leading axis `[num_envs]` when added).
+
+    Attributes:
+      obs: observation the action was taken in, env's own dtype.
+      action: int32 action.
+      reward: float32 reward of the step.
+      terminated: bool, the episode ended in a terminal state (no bootstrap).
+      truncated: bool, the episode was cut by a time limit (bootstrap from the next row).
+      reset: bool, this was a reset step: the action was ignored and the next row is the first
+        observation of a new episode. Such rows are never sampled as transitions.
+    """
+
+    obs: Array
+    action: Array
+    reward: Array
+    terminated: Array
+    truncated: Array
+    reset: Array
+
+
+class Batch(NamedTuple):
+    """A sampled batch of transitions. Leading axis `[B]`.
+
+    Attributes:
+      obs: `[B, *obs_shape]` observations, storage dtype.
+      action: `[B]` int32.
+      reward: `[B]` float32.
+      terminated: `[B]` bool; the target does not bootstrap where True.
+      next_obs: `[B, *obs_shape]` the following observation of the same episode.
+      weight: `[B]` float32 loss weight; 0 for rows that are not valid transitions.
+      index: `[B]` int32 flat row index (for priority updates).
+    """
+
+    obs: Array
+    action: Array
+    reward: Array
+    terminated: Array
+    next_obs: Array
+    weight: Array
+    index: Array
