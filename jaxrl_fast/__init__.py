@@ -1,1 +1,41 @@
-"""jaxrl_fast: deep-Q RL with the whole training loop compiled by JAX."""
+"""jaxrl_fast: deep-Q RL with the whole training loop compiled by JAX.
+
+Examples:
+  >>> from jaxrl_fast import presets, train
+  >>> config = presets.get("cartpole")            # doctest: +SKIP
+  >>> result = train(config)                       # doctest: +SKIP
+  >>> result.final_return                          # doctest: +SKIP
+"""
+
+from jaxrl_fast import presets
+from jaxrl_fast.config import (
+    DQNConfig,
+    EnvConfig,
+    NetworkConfig,
+    ReplayConfig,
+    ScheduleConfig,
+    TrainConfig,
+)
+from jaxrl_fast.envs import list_envs, make_env
+from jaxrl_fast.networks import QNetwork
+from jaxrl_fast.replay import make_buffer
+from jaxrl_fast.train import TrainResult, make_train, train
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DQNConfig",
+    "EnvConfig",
+    "NetworkConfig",
+    "QNetwork",
+    "ReplayConfig",
+    "ScheduleConfig",
+    "TrainConfig",
+    "TrainResult",
+    "list_envs",
+    "make_buffer",
+    "make_env",
+    "make_train",
+    "presets",
+    "train",
+]

@@ -57,12 +57,13 @@ def _minatar(name: str) -> Callable[[], TrainConfig]:
             env=EnvConfig(name=name, num_envs=16),
             network=NetworkConfig(kind="cnn", conv_channels=(16,), hidden_sizes=(128,)),
             replay=ReplayConfig(capacity=100_000, batch_size=64),
-            dqn=DQNConfig(gamma=0.99, learning_rate=2.5e-4, double_q=True, loss="huber",
-                          target_period=1_000, max_grad_norm=10.0),
+            dqn=DQNConfig(gamma=0.99, learning_rate=2.5e-4, double_q=True, loss="mse",
+                          target_period=1_024, max_grad_norm=10.0),
             schedule=ScheduleConfig(epsilon_start=1.0, epsilon_end=0.05, epsilon_fraction=0.2),
             total_env_steps=1_000_000,
             learning_starts=10_000,
             train_frequency=16,
+            updates_per_block=2,
         )
 
     return make

@@ -286,6 +286,7 @@ class TrainResult:
       env_steps: env steps per seed (prefill included).
       compile_time_s: seconds spent compiling init, run_chunk and evaluate.
       run_time_s: seconds running init (prefill) and all chunks, compile excluded.
+      init_time_s: the part of `run_time_s` spent in init (env reset, prefill).
       eval_time_s: seconds running the final evaluation.
       wall_time_s: whole call, compile included.
     """
@@ -298,6 +299,7 @@ class TrainResult:
     env_steps: int
     compile_time_s: float
     run_time_s: float
+    init_time_s: float
     eval_time_s: float
     wall_time_s: float
 
@@ -305,6 +307,12 @@ class TrainResult:
     def env_steps_per_s(self) -> float:
         """Aggregate env steps per second over all seeds, compile excluded."""
         return self.config.num_seeds * self.env_steps / max(self.run_time_s, 1e-9)
+
+    @property
+    def train_env_steps_per_s(self) -> float:
+        """Aggregate env steps per second of the training phase only (prefill excluded)."""
+        steps = self.config.num_seeds * (self.env_steps - self.config.learning_starts)
+        return steps / max(self.run_time_s - self.init_time_s, 1e-9)
 
     def summary(self) -> dict:
         """JSON-ready summary: per-seed final returns and the run's timings."""
@@ -324,6 +332,7 @@ class TrainResult:
             "run_time_s": self.run_time_s,
             "eval_time_s": self.eval_time_s,
             "env_steps_per_s": self.env_steps_per_s,
+            "train_env_steps_per_s": self.train_env_steps_per_s,
             "config": self.config.to_dict(),
         }
 
@@ -383,6 +392,7 @@ def train(
     t = time.perf_counter()
     runner = init(keys)
     jax.block_until_ready(runner)
+    init_time = time.perf_counter() - t
     bar.update(config.learning_starts)
     history: list[dict] = []
     pending = None
@@ -437,6 +447,7 @@ def train(
         env_steps=env_steps,
         compile_time_s=compile_time,
         run_time_s=run_time,
+        init_time_s=init_time,
         eval_time_s=eval_time,
         wall_time_s=time.perf_counter() - wall,
     )

@@ -1,0 +1,29 @@
+"""Shared tiny configs and compiled functions (compile time dominates on CPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+from jaxrl_fast.config import DQNConfig, EnvConfig, NetworkConfig, ReplayConfig, TrainConfig
+
+
+def tiny_config(**changes) -> TrainConfig:
+    """A probe-chain run small enough to compile and run in a few seconds."""
+    base = TrainConfig(
+        env=EnvConfig(name="probe-chain", num_envs=4),
+        network=NetworkConfig(hidden_sizes=(32,)),
+        replay=ReplayConfig(capacity=400, batch_size=16),
+        dqn=DQNConfig(learning_rate=1e-3, target_period=40, gamma=0.9),
+        total_env_steps=880,
+        learning_starts=80,
+        train_frequency=4,
+        num_seeds=2,
+        num_chunks=4,
+        eval_episodes=2,
+    )
+    return base.replace(**changes)
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    return tiny_config()
