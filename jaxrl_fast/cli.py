@@ -37,6 +37,9 @@ def _build_config(args: argparse.Namespace):
 
 
 def _train(args: argparse.Namespace) -> int:
+    from jaxrl_fast import parallel
+
+    parallel.use_cpu_cores()  # on a CPU, seeds then run on every core
     from jaxrl_fast.envs import make_env
     from jaxrl_fast.train import train
 
@@ -62,6 +65,7 @@ def _train(args: argparse.Namespace) -> int:
         f"env steps/seed {result.env_steps:,}  wall {result.wall_time_s:.1f}s  "
         f"(compile {result.compile_time_s:.1f}s, run {result.run_time_s:.1f}s, "
         f"eval {result.eval_time_s:.1f}s)  {result.env_steps_per_s:,.0f} env-steps/s over all seeds"
+        f" on {result.num_devices} device(s)"
     )
     if args.out is not None:
         path = os.path.join(args.out, "summary.json")

@@ -11,22 +11,24 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import tqdm
+from jax.sharding import PartitionSpec as P
 
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.dqn import Agent, AgentState, make_agent
 from jaxrl_fast.envs import Env, EnvState, make_env
+from jaxrl_fast import parallel
 from jaxrl_fast.networks import QNetwork
+from jaxrl_fast.parallel import SEED_AXIS
 from jaxrl_fast.replay import Buffer, make_buffer
 from jaxrl_fast.schedules import make_schedules
 from jaxrl_fast.types import Array, PRNGKey, Transition
 
-SEED_AXIS = "seed"
 
 
 class SeedState(NamedTuple):
@@ -59,7 +61,8 @@ class ChunkMetrics(NamedTuple):
 
 class TrainFns(NamedTuple):
     """`init(keys [S]) -> runner` (prefill included); `run_chunk(runner) -> (runner, metrics)`;
-    `evaluate(runner, key) -> [S]` mean greedy episode return over `eval_episodes` episodes."""
+    `evaluate(runner, keys [S]) -> [S]` mean greedy return over `eval_episodes` episodes.
+    `seed_axes` gives a `SeedState`'s vmap axes (0 per seed, None shared across seeds)."""
 
     init: Callable[[PRNGKey], RunnerState]
     run_chunk: Callable[[RunnerState], tuple[RunnerState, ChunkMetrics]]
@@ -67,6 +70,7 @@ class TrainFns(NamedTuple):
     env: Env
     agent: Agent
     buffer: Buffer
+    seed_axes: SeedState
 
 
 class _Acc(NamedTuple):
@@ -222,11 +226,11 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
         )
         return runner, metrics
 
-    def evaluate(runner: RunnerState, key: PRNGKey) -> Array:
-        return evaluate_greedy(config, runner.seeds.agent, key, agent=agent)
+    def evaluate(runner: RunnerState, keys: PRNGKey) -> Array:
+        return evaluate_greedy(config, runner.seeds.agent, keys, agent=agent)
 
     return TrainFns(init=init, run_chunk=run_chunk, evaluate=evaluate, env=env, agent=agent,
-                    buffer=buffer)
+                    buffer=buffer, seed_axes=seed_axes)
 
 
 def evaluate_greedy(
@@ -237,7 +241,7 @@ def evaluate_greedy(
     Args:
       config: the run's config (env name, eval_episodes).
       agents: `AgentState` with a leading `[S]` axis.
-      key: a typed key.
+      key: a typed key, or `[S]` typed keys (one per seed).
       agent: the agent's functions (for `act`).
       env: an env with `eval_episodes` parallel envs; by default built from `config.env.name`.
 
@@ -266,7 +270,8 @@ def evaluate_greedy(
         (_, _, total, _), _ = jax.lax.scan(body, init, jax.random.split(key, horizon))
         return jnp.mean(total)
 
-    returns = jax.vmap(one_seed)(agents, jax.random.split(key, num_seeds))
+    keys = key if key.shape == (num_seeds,) else jax.random.split(key, num_seeds)
+    returns = jax.vmap(one_seed)(agents, keys)
     if config.eval_episodes == 0:
         return jnp.full((num_seeds,), jnp.nan, jnp.float32)
     return returns
@@ -289,6 +294,7 @@ class TrainResult:
       init_time_s: the part of `run_time_s` spent in init (env reset, prefill).
       eval_time_s: seconds running the final evaluation.
       wall_time_s: whole call, compile included.
+      num_devices: devices the seeds were spread over.
     """
 
     config: TrainConfig
@@ -302,6 +308,7 @@ class TrainResult:
     init_time_s: float
     eval_time_s: float
     wall_time_s: float
+    num_devices: int = 1
 
     @property
     def env_steps_per_s(self) -> float:
@@ -319,6 +326,7 @@ class TrainResult:
         return {
             "env": self.config.env.name,
             "num_seeds": self.config.num_seeds,
+            "num_devices": self.num_devices,
             "env_steps_per_seed": self.env_steps,
             "seeds": [
                 {"seed_index": i, "final_return": _num(self.final_return[i]),
@@ -348,6 +356,7 @@ def train(
     progress: bool = True,
     on_chunk: Callable[[dict], None] | None = None,
     env: Env | None = None,
+    devices: Sequence[jax.Device] | None = None,
 ) -> TrainResult:
     """Train `config.num_seeds` agents in one compiled program and evaluate them greedily.
 
@@ -361,6 +370,11 @@ def train(
       progress: show a live progress bar (env steps, env-steps/s, mean episode return).
       on_chunk: called after each chunk with that chunk's record (a dict).
       env: optional env to train on instead of `config.env.name`.
+      devices: devices to spread the seeds over (default: all local devices); the most that
+        divide `num_seeds` are used, with no communication between them. On a CPU call
+        `jaxrl_fast.parallel.use_cpu_cores()` first to get one device per core. A seed's
+        numbers match a one-device run to float rounding (XLA vectorises the smaller per-device
+        batch differently), not bitwise; learning amplifies such differences over a long run.
 
     Returns:
       A `TrainResult`.
@@ -371,13 +385,26 @@ def train(
     wall = time.perf_counter()
     fns = make_train(config, env=env)
     keys = jax.random.split(jax.random.key(config.seed), config.num_seeds)
-    eval_key = jax.random.fold_in(jax.random.key(config.seed), 1)
+    eval_keys = jax.random.split(jax.random.fold_in(jax.random.key(config.seed), 1),
+                                 config.num_seeds)
+    init_fn, run_fn, eval_fn = fns.init, fns.run_chunk, fns.evaluate
+    used = parallel.seed_devices(config.num_seeds, devices)
+    if len(used) > 1:
+        mesh = parallel.seed_mesh(used)
+        spec = RunnerState(seeds=parallel.seed_specs(fns.seed_axes), block=P())
+        init_fn = parallel.shard_over_seeds(fns.init, mesh, P(SEED_AXIS), spec)
+        run_fn = parallel.shard_over_seeds(fns.run_chunk, mesh, (spec,), (spec, P(SEED_AXIS)))
+        eval_fn = parallel.shard_over_seeds(fns.evaluate, mesh, (spec, P(SEED_AXIS)), P(SEED_AXIS))
+        keys, eval_keys = parallel.put_seeds(keys, mesh), parallel.put_seeds(eval_keys, mesh)
+    else:
+        keys, eval_keys = jax.device_put((keys, eval_keys), used[0])
 
     t = time.perf_counter()
-    init = jax.jit(fns.init).lower(keys).compile()
-    abstract = jax.eval_shape(fns.init, keys)
-    run_chunk = jax.jit(fns.run_chunk, donate_argnums=0).lower(abstract).compile()
-    evaluate = jax.jit(fns.evaluate).lower(abstract, eval_key).compile()
+    init_jit = jax.jit(init_fn)
+    init = init_jit.lower(keys).compile()
+    abstract = init_jit.eval_shape(keys)
+    run_chunk = jax.jit(run_fn, donate_argnums=0).lower(abstract).compile()
+    evaluate = jax.jit(eval_fn).lower(abstract, eval_keys).compile()
     compile_time = time.perf_counter() - t
 
     steps_per_chunk = config.blocks_per_chunk * config.train_frequency
@@ -435,7 +462,7 @@ def train(
     bar.close()
 
     t = time.perf_counter()
-    final_return = np.asarray(evaluate(runner, eval_key))
+    final_return = np.asarray(evaluate(runner, eval_keys))
     eval_time = time.perf_counter() - t
     last = history[-1]["episode_return"]
     return TrainResult(
@@ -450,4 +477,5 @@ def train(
         init_time_s=init_time,
         eval_time_s=eval_time,
         wall_time_s=time.perf_counter() - wall,
+        num_devices=len(used),
     )

@@ -55,15 +55,19 @@ def make_gymnax_env(name: str, num_envs: int) -> Env:
     import gymnax
     from gymnax.environments import spaces
 
-    valid = gymnax_discrete_envs()
-    if name not in valid:
+    # Cheap check first; the full list (which builds every gymnax env) only for the error.
+    ok = name in gymnax.registered_envs and name not in _EXCLUDED
+    if ok:
+        env, params = gymnax.make(name)
+        ok = isinstance(env.action_space(params), spaces.Discrete)
+    if not ok:
+        valid = gymnax_discrete_envs()
         close = difflib.get_close_matches(name, valid, n=3)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ValueError(
             f"EnvConfig.name={name!r} is not a gymnax discrete-action env.{hint} "
             f"Valid names: {', '.join(valid)} (and the probe envs 'probe-bandit', 'probe-chain')."
         )
-    env, params = gymnax.make(name)
     obs_space = env.observation_space(params)
     one_hot = isinstance(obs_space, spaces.Discrete)
     n_obs = obs_space.n if one_hot else None
