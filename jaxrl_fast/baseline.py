@@ -157,6 +157,7 @@ class BaselineResult:
       env_steps: env steps run (prefill included).
       compile_time_s: seconds compiling every jitted function (done once, before timing).
       run_time_s: seconds of the training loop (env reset, prefill and blocks), compile excluded.
+      prefill_time_s: the part of `run_time_s` spent before the first update.
       eval_time_s: seconds running the final greedy evaluation.
       wall_time_s: the whole call.
       episode_returns: returns of the training episodes that ended, in order of completion.
@@ -168,6 +169,7 @@ class BaselineResult:
     env_steps: int
     compile_time_s: float
     run_time_s: float
+    prefill_time_s: float
     eval_time_s: float
     wall_time_s: float
     episode_returns: list[float]
@@ -183,6 +185,12 @@ class BaselineResult:
         """Env steps per second of the training loop, compile excluded."""
         return self.env_steps / max(self.run_time_s, 1e-9)
 
+    @property
+    def train_env_steps_per_s(self) -> float:
+        """Env steps per second after the prefill (the part with updates)."""
+        steps = self.env_steps - self.config.learning_starts
+        return steps / max(self.run_time_s - self.prefill_time_s, 1e-9)
+
     def summary(self) -> dict:
         """JSON-ready summary of the run's timings and returns."""
         last = self.episode_returns[-100:]
@@ -194,6 +202,7 @@ class BaselineResult:
             "eval_time_s": self.eval_time_s,
             "wall_time_s": self.wall_time_s,
             "env_steps_per_s": self.env_steps_per_s,
+            "train_env_steps_per_s": self.train_env_steps_per_s,
             "episodes": len(self.episode_returns),
             "train_return_last_100": float(np.mean(last)) if last else None,
             "final_return": self.final_return if np.isfinite(self.final_return) else None,
@@ -220,8 +229,11 @@ def baseline_blocks(config: TrainConfig, max_env_steps: int | None = None) -> in
     if max_env_steps is None:
         return config.num_blocks
     low = config.learning_starts + config.train_frequency
-    ok = (isinstance(max_env_steps, (int, np.integer)) and not isinstance(max_env_steps, bool)
-          and low <= max_env_steps <= config.total_env_steps)
+    ok = (
+        isinstance(max_env_steps, (int, np.integer))
+        and not isinstance(max_env_steps, bool)
+        and low <= max_env_steps <= config.total_env_steps
+    )
     if not ok:
         raise ValueError(
             f"train_unfused(max_env_steps={max_env_steps!r}) is not allowed; expected None or an "
@@ -329,8 +341,14 @@ def train_unfused(
     replay = HostReplay(config.replay.capacity, obs_shape, obs_dtype, seed=config.seed)
     episode_returns: list[float] = []
     env_steps = config.learning_starts + num_blocks * config.train_frequency
-    bar = tqdm.tqdm(total=env_steps, desc=f"{config.env.name} (unfused)", unit="step",
-                    unit_scale=True, disable=not progress, dynamic_ncols=True)
+    bar = tqdm.tqdm(
+        total=env_steps,
+        desc=f"{config.env.name} (unfused)",
+        unit="step",
+        unit_scale=True,
+        disable=not progress,
+        dynamic_ncols=True,
+    )
 
     t = time.perf_counter()
     key, env_state, obs, agent_state = reset(seed_key)
@@ -344,8 +362,15 @@ def train_unfused(
         env_state, next_obs, reward, done, info = step(key_env, env_state, action)
         # to host: one copy of everything the replay and the statistics need
         a, next_host, r, d, terminated, reset_row, ep_return = jax.device_get(
-            (action, next_obs, reward, done, info["terminated"], info["reset"],
-             info["episode_return"])
+            (
+                action,
+                next_obs,
+                reward,
+                done,
+                info["terminated"],
+                info["reset"],
+                info["episode_return"],
+            )
         )
         # replay (reset-step rows are not transitions)
         replay.add(obs_host, a, r, terminated, next_host, reset_row)
@@ -355,6 +380,7 @@ def train_unfused(
 
     for i in range(config.prefill_steps):
         collect(i)
+    prefill_time = time.perf_counter() - t
     bar.update(config.learning_starts)
 
     cpb = config.collect_steps_per_block
@@ -386,6 +412,7 @@ def train_unfused(
         env_steps=env_steps,
         compile_time_s=compile_time,
         run_time_s=run_time,
+        prefill_time_s=prefill_time,
         eval_time_s=eval_time,
         wall_time_s=time.perf_counter() - wall,
         episode_returns=episode_returns,

@@ -40,6 +40,10 @@ def _train(args: argparse.Namespace) -> int:
     from jaxrl_fast import parallel
 
     parallel.use_cpu_cores()  # on a CPU, seeds then run on every core
+    if not args.no_cache:
+        from jaxrl_fast import compile_cache
+
+        compile_cache.enable()
     from jaxrl_fast.envs import make_env
     from jaxrl_fast.train import train
 
@@ -107,6 +111,12 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-episodes", type=int, help="greedy evaluation episodes per seed")
     t.add_argument("--out", help="directory for summary.json and history.json")
     t.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    t.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="do not use the on-disk compilation cache ($JAXRL_FAST_CACHE_DIR, "
+        "default ~/.cache/jaxrl_fast/xla)",
+    )
     t.set_defaults(func=_train)
     p = sub.add_parser("presets", help="list presets")
     p.set_defaults(func=_presets)

@@ -20,7 +20,8 @@ def _require(cfg: object, name: str, ok: bool, allowed: str) -> None:
     """Raise a uniform `ValueError` for field `name` of `cfg` unless `ok`."""
     if not ok:
         raise ValueError(
-            f"{type(cfg).__name__}.{name}={getattr(cfg, name)!r} is not allowed; expected {allowed}."
+            f"{type(cfg).__name__}.{name}={getattr(cfg, name)!r} is not allowed; "
+            f"expected {allowed}."
         )
 
 
@@ -136,16 +137,26 @@ class DQNConfig:
     max_grad_norm: float | None = 10.0
 
     def __post_init__(self) -> None:
-        _require(self, "gamma", _is_num(self.gamma) and 0.0 <= self.gamma <= 1.0, "a float in [0, 1]")
         _require(
-            self, "learning_rate", _is_num(self.learning_rate) and self.learning_rate > 0, "a float > 0"
+            self, "gamma", _is_num(self.gamma) and 0.0 <= self.gamma <= 1.0, "a float in [0, 1]"
+        )
+        _require(
+            self,
+            "learning_rate",
+            _is_num(self.learning_rate) and self.learning_rate > 0,
+            "a float > 0",
         )
         _require(self, "adam_eps", _is_num(self.adam_eps) and self.adam_eps > 0, "a float > 0")
         _require(self, "double_q", isinstance(self.double_q, bool), "True or False")
         _require(self, "loss", self.loss in _LOSSES, f"one of {_LOSSES}")
-        _require(self, "huber_delta", _is_num(self.huber_delta) and self.huber_delta > 0, "a float > 0")
         _require(
-            self, "target_period", _is_int(self.target_period) and self.target_period > 0, "a positive int"
+            self, "huber_delta", _is_num(self.huber_delta) and self.huber_delta > 0, "a float > 0"
+        )
+        _require(
+            self,
+            "target_period",
+            _is_int(self.target_period) and self.target_period > 0,
+            "a positive int",
         )
         _require(self, "tau", _is_num(self.tau) and 0.0 < self.tau <= 1.0, "a float in (0, 1]")
         _require(
@@ -176,8 +187,12 @@ class ScheduleConfig:
 
     def __post_init__(self) -> None:
         for name in ("epsilon_start", "epsilon_end"):
-            _require(self, name, _is_num(getattr(self, name)) and 0 <= getattr(self, name) <= 1,
-                     "a float in [0, 1]")
+            _require(
+                self,
+                name,
+                _is_num(getattr(self, name)) and 0 <= getattr(self, name) <= 1,
+                "a float in [0, 1]",
+            )
         _require(
             self,
             "epsilon_fraction",
@@ -229,14 +244,25 @@ class TrainConfig:
     eval_episodes: int = 10
 
     def __post_init__(self) -> None:
-        for name, cls in (("env", EnvConfig), ("network", NetworkConfig), ("replay", ReplayConfig),
-                          ("dqn", DQNConfig), ("schedule", ScheduleConfig)):
+        for name, cls in (
+            ("env", EnvConfig),
+            ("network", NetworkConfig),
+            ("replay", ReplayConfig),
+            ("dqn", DQNConfig),
+            ("schedule", ScheduleConfig),
+        ):
             _require(self, name, isinstance(getattr(self, name), cls), f"a {cls.__name__}")
         e = self.env.num_envs
         _require(self, "seed", _is_int(self.seed) and self.seed >= 0, "an int >= 0")
-        _require(self, "num_seeds", _is_int(self.num_seeds) and self.num_seeds > 0, "a positive int")
-        _require(self, "eval_episodes", _is_int(self.eval_episodes) and self.eval_episodes >= 0,
-                 "an int >= 0")
+        _require(
+            self, "num_seeds", _is_int(self.num_seeds) and self.num_seeds > 0, "a positive int"
+        )
+        _require(
+            self,
+            "eval_episodes",
+            _is_int(self.eval_episodes) and self.eval_episodes >= 0,
+            "an int >= 0",
+        )
         _require(
             self,
             "updates_per_block",
@@ -246,13 +272,16 @@ class TrainConfig:
         _require(
             self,
             "train_frequency",
-            _is_int(self.train_frequency) and self.train_frequency > 0 and self.train_frequency % e == 0,
+            _is_int(self.train_frequency)
+            and self.train_frequency > 0
+            and self.train_frequency % e == 0,
             f"a positive multiple of env.num_envs={e} (env steps per block)",
         )
         _require(
             self,
             "learning_starts",
-            _is_int(self.learning_starts) and self.learning_starts >= 2 * e
+            _is_int(self.learning_starts)
+            and self.learning_starts >= 2 * e
             and self.learning_starts % e == 0,
             f"a multiple of env.num_envs={e} that is >= {2 * e}",
         )
@@ -263,13 +292,14 @@ class TrainConfig:
             and self.total_env_steps > self.learning_starts
             and (self.total_env_steps - self.learning_starts) % self.train_frequency == 0,
             f"an int > learning_starts={self.learning_starts} with (total_env_steps - "
-            f"learning_starts) a multiple of train_frequency={self.train_frequency}; nearest valid: "
-            f"{self._nearest_total()}",
+            f"learning_starts) a multiple of train_frequency={self.train_frequency}; "
+            f"nearest valid: {self._nearest_total()}",
         )
         if self.replay.capacity % e:
             raise ValueError(
-                f"ReplayConfig.capacity={self.replay.capacity} is not allowed; expected a multiple of "
-                f"env.num_envs={e}; nearest valid: {max(self.replay.capacity // e, 2) * e}."
+                f"ReplayConfig.capacity={self.replay.capacity} is not allowed; expected a "
+                f"multiple of env.num_envs={e}; nearest valid: "
+                f"{max(self.replay.capacity // e, 2) * e}."
             )
         if self.replay.capacity < 2 * e:
             raise ValueError(
@@ -278,12 +308,16 @@ class TrainConfig:
             )
         if self.dqn.target_period % self.train_frequency:
             raise ValueError(
-                f"DQNConfig.target_period={self.dqn.target_period} is not allowed; expected a multiple "
-                f"of TrainConfig.train_frequency={self.train_frequency} (target updates happen on "
-                f"block boundaries)."
+                f"DQNConfig.target_period={self.dqn.target_period} is not allowed; expected a "
+                f"multiple of TrainConfig.train_frequency={self.train_frequency} (target updates "
+                f"happen on block boundaries)."
             )
         if self.num_chunks is not None:
-            ok = _is_int(self.num_chunks) and self.num_chunks > 0 and self.num_blocks % self.num_chunks == 0
+            ok = (
+                _is_int(self.num_chunks)
+                and self.num_chunks > 0
+                and self.num_blocks % self.num_chunks == 0
+            )
             _require(
                 self,
                 "num_chunks",
@@ -295,7 +329,11 @@ class TrainConfig:
     def _nearest_total(self) -> int:
         if not (_is_int(self.total_env_steps) and _is_int(self.learning_starts)):
             return 0
-        f = self.train_frequency if _is_int(self.train_frequency) and self.train_frequency > 0 else 1
+        f = (
+            self.train_frequency
+            if _is_int(self.train_frequency) and self.train_frequency > 0
+            else 1
+        )
         blocks = max(1, round((self.total_env_steps - self.learning_starts) / f))
         return self.learning_starts + blocks * f
 
@@ -317,7 +355,9 @@ class TrainConfig:
     @property
     def chunks(self) -> int:
         """Host calls the training blocks are split into."""
-        return self.num_chunks if self.num_chunks is not None else _divisor_near(self.num_blocks, 20)
+        return (
+            self.num_chunks if self.num_chunks is not None else _divisor_near(self.num_blocks, 20)
+        )
 
     @property
     def blocks_per_chunk(self) -> int:

@@ -108,7 +108,9 @@ def make_agent(
         q_tm1 = network.apply(params, batch.obs)
         q_t_target = network.apply(target_params, batch.next_obs)
         q_t_select = (
-            network.apply(jax.lax.stop_gradient(params), batch.next_obs) if config.double_q else None
+            network.apply(jax.lax.stop_gradient(params), batch.next_obs)
+            if config.double_q
+            else None
         )
         discount_t = jnp.where(batch.terminated, 0.0, gamma)
         td = td_errors(q_tm1, batch.action, batch.reward, discount_t, q_t_target, q_t_select)
@@ -141,5 +143,6 @@ def make_agent(
             target_params=optax.incremental_update(agent.params, agent.target_params, config.tau)
         )
 
-    return Agent(init=init, act=act, update=update, update_target=update_target,
-                 q_values=network.apply)
+    return Agent(
+        init=init, act=act, update=update, update_target=update_target, q_values=network.apply
+    )

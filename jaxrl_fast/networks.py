@@ -47,8 +47,14 @@ class QNetwork(nn.Module):
         )
         if self.conv_channels:
             for c in self.conv_channels:
-                x = nn.Conv(c, (3, 3), padding="VALID", kernel_init=_hidden_init,
-                            dtype=self.dtype, param_dtype=self.param_dtype)(x)
+                x = nn.Conv(
+                    c,
+                    (3, 3),
+                    padding="VALID",
+                    kernel_init=_hidden_init,
+                    dtype=self.dtype,
+                    param_dtype=self.param_dtype,
+                )(x)
                 x = nn.relu(x)
         x = x.reshape((x.shape[0], -1))
         for h in self.hidden_sizes:

@@ -67,8 +67,12 @@ def shard_over_seeds(fn: Callable, mesh: Mesh, in_specs: Any, out_specs: Any) ->
 def seed_mesh(devices: Sequence[Any]) -> Mesh:
     """A 1-D mesh named `seed` over `devices`."""
     # Auto axes: results stay ordinary arrays a user can index (`params[0]`) on the host.
-    return jax.make_mesh((len(devices),), (SEED_AXIS,), devices=list(devices),
-                         axis_types=(jax.sharding.AxisType.Auto,))
+    return jax.make_mesh(
+        (len(devices),),
+        (SEED_AXIS,),
+        devices=list(devices),
+        axis_types=(jax.sharding.AxisType.Auto,),
+    )
 
 
 def put_seeds(x: Any, mesh: Mesh) -> Any:

@@ -19,16 +19,15 @@ import numpy as np
 import tqdm
 from jax.sharding import PartitionSpec as P
 
+from jaxrl_fast import parallel
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.dqn import Agent, AgentState, make_agent
 from jaxrl_fast.envs import Env, EnvState, make_env
-from jaxrl_fast import parallel
 from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.parallel import SEED_AXIS
 from jaxrl_fast.replay import Buffer, make_buffer
 from jaxrl_fast.schedules import make_schedules
 from jaxrl_fast.types import Array, PRNGKey, Transition
-
 
 
 class SeedState(NamedTuple):
@@ -143,8 +142,9 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
         # step envs
         env_state, next_obs, reward, done, info = env.step(key_env, seed.env_state, action)
         # replay
-        transition = Transition(seed.obs, action, reward, info["terminated"], info["truncated"],
-                                info["reset"])
+        transition = Transition(
+            seed.obs, action, reward, info["terminated"], info["truncated"], info["reset"]
+        )
         replay = buffer.add(seed.replay, transition)
         stats = (
             jnp.sum(jnp.where(done, info["episode_return"], 0.0)),
@@ -166,7 +166,9 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
         if config.updates_per_block == 1:
             seed, m = _learn(seed)
         else:
-            seed, m = jax.lax.scan(lambda s, _: _learn(s), seed, None, length=config.updates_per_block)
+            seed, m = jax.lax.scan(
+                lambda s, _: _learn(s), seed, None, length=config.updates_per_block
+            )
             m = jax.tree.map(jnp.sum, m)
         # target: the predicate is shared by all seeds, so this stays a real branch under vmap.
         agent_state = jax.lax.cond(
@@ -212,8 +214,9 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
         num_seeds = runner.seeds.obs.shape[0]
         zeros = jnp.zeros((num_seeds,), jnp.float32)
         acc = _Acc(zeros, zeros, zeros, zeros, zeros, zeros)
-        (runner, acc), _ = jax.lax.scan(iteration, (runner, acc), None,
-                                        length=config.blocks_per_chunk)
+        (runner, acc), _ = jax.lax.scan(
+            iteration, (runner, acc), None, length=config.blocks_per_chunk
+        )
         updates = float(config.blocks_per_chunk * config.updates_per_block)
         eps = jnp.where(acc.episodes > 0, acc.episodes, jnp.nan)
         metrics = ChunkMetrics(
@@ -229,8 +232,15 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
     def evaluate(runner: RunnerState, keys: PRNGKey) -> Array:
         return evaluate_greedy(config, runner.seeds.agent, keys, agent=agent)
 
-    return TrainFns(init=init, run_chunk=run_chunk, evaluate=evaluate, env=env, agent=agent,
-                    buffer=buffer, seed_axes=seed_axes)
+    return TrainFns(
+        init=init,
+        run_chunk=run_chunk,
+        evaluate=evaluate,
+        env=env,
+        agent=agent,
+        buffer=buffer,
+        seed_axes=seed_axes,
+    )
 
 
 def evaluate_greedy(
@@ -329,12 +339,16 @@ class TrainResult:
             "num_devices": self.num_devices,
             "env_steps_per_seed": self.env_steps,
             "seeds": [
-                {"seed_index": i, "final_return": _num(self.final_return[i]),
-                 "train_return": _num(self.train_return[i])}
+                {
+                    "seed_index": i,
+                    "final_return": _num(self.final_return[i]),
+                    "train_return": _num(self.train_return[i]),
+                }
                 for i in range(self.config.num_seeds)
             ],
             "mean_final_return": _num(np.nanmean(self.final_return))
-            if np.isfinite(self.final_return).any() else None,
+            if np.isfinite(self.final_return).any()
+            else None,
             "wall_time_s": self.wall_time_s,
             "compile_time_s": self.compile_time_s,
             "run_time_s": self.run_time_s,
@@ -385,8 +399,9 @@ def train(
     wall = time.perf_counter()
     fns = make_train(config, env=env)
     keys = jax.random.split(jax.random.key(config.seed), config.num_seeds)
-    eval_keys = jax.random.split(jax.random.fold_in(jax.random.key(config.seed), 1),
-                                 config.num_seeds)
+    eval_keys = jax.random.split(
+        jax.random.fold_in(jax.random.key(config.seed), 1), config.num_seeds
+    )
     init_fn, run_fn, eval_fn = fns.init, fns.run_chunk, fns.evaluate
     used = parallel.seed_devices(config.num_seeds, devices)
     if len(used) > 1:

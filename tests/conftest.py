@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 
+from jaxrl_fast import compile_cache
 from jaxrl_fast.config import DQNConfig, EnvConfig, NetworkConfig, ReplayConfig, TrainConfig
 
 
@@ -22,6 +25,11 @@ def tiny_config(**changes) -> TrainConfig:
         eval_episodes=2,
     )
     return base.replace(**changes)
+
+
+# The same tiny programs are compiled by many tests: share them through a session-private
+# on-disk compilation cache (a cache hit returns the identical executable).
+compile_cache.enable(tempfile.mkdtemp(prefix="jaxrl_fast_test_xla_"))
 
 
 @pytest.fixture(scope="session")

@@ -111,16 +111,26 @@ def test_host_replay_wraps_and_samples_only_filled_rows():
     np.testing.assert_array_equal(replay.next_obs[:, 0], replay.obs[:, 0] + 1)
 
     small = HostReplay(10, (1,), np.float32, seed=2)
-    small.add(np.ones((2, 1), np.float32), np.zeros(2, np.int32), np.array([7.0, 9.0], np.float32),
-              np.zeros(2, bool), np.ones((2, 1), np.float32), np.zeros(2, bool))
+    small.add(
+        np.ones((2, 1), np.float32),
+        np.zeros(2, np.int32),
+        np.array([7.0, 9.0], np.float32),
+        np.zeros(2, bool),
+        np.ones((2, 1), np.float32),
+        np.zeros(2, bool),
+    )
     batch = small.sample(200)
     assert set(batch.reward.tolist()) == {7.0, 9.0}  # both rows drawn, never an empty one
     assert batch.index.max() < 2
 
 
 def test_train_unfused_max_env_steps_rounds_down_to_whole_blocks():
-    cfg = _chain_config(total_env_steps=800, learning_starts=400, train_frequency=8,
-                        dqn=DQNConfig(learning_rate=1e-3, target_period=16, gamma=0.9))
+    cfg = _chain_config(
+        total_env_steps=800,
+        learning_starts=400,
+        train_frequency=8,
+        dqn=DQNConfig(learning_rate=1e-3, target_period=16, gamma=0.9),
+    )
     result = train_unfused(cfg, max_env_steps=431)
     assert result.env_steps == 424  # 400 prefill + 3 blocks of 8
     assert int(result.agent.grad_steps) == 3
@@ -131,8 +141,16 @@ def test_train_unfused_max_env_steps_rounds_down_to_whole_blocks():
 @pytest.mark.parametrize(
     "bad",
     [0, -8, 400, 403, 8_004, 500.0, True, "1000"],
-    ids=["zero", "negative", "prefill-only", "under-one-block", "over-total", "float", "bool",
-         "str"],
+    ids=[
+        "zero",
+        "negative",
+        "prefill-only",
+        "under-one-block",
+        "over-total",
+        "float",
+        "bool",
+        "str",
+    ],
 )
 def test_train_unfused_rejects_bad_max_env_steps(bad):
     cfg = _chain_config()

@@ -43,14 +43,16 @@ def _cases(cases):
 
 @pytest.mark.parametrize(
     "bad",
-    _cases([
-        ("name-empty", {"name": ""}),
-        ("name-not-str", {"name": 3}),
-        ("num_envs-zero", {"num_envs": 0}),
-        ("num_envs-negative", {"num_envs": -2}),
-        ("num_envs-float", {"num_envs": 4.0}),
-        ("num_envs-bool", {"num_envs": True}),
-    ]),
+    _cases(
+        [
+            ("name-empty", {"name": ""}),
+            ("name-not-str", {"name": 3}),
+            ("num_envs-zero", {"num_envs": 0}),
+            ("num_envs-negative", {"num_envs": -2}),
+            ("num_envs-float", {"num_envs": 4.0}),
+            ("num_envs-bool", {"num_envs": True}),
+        ]
+    ),
 )
 def test_env_config_rejects(bad):
     (field,) = bad
@@ -60,17 +62,19 @@ def test_env_config_rejects(bad):
 
 @pytest.mark.parametrize(
     "bad",
-    _cases([
-        ("kind-unknown", {"kind": "rnn"}),
-        ("hidden_sizes-list", {"hidden_sizes": [64, 64]}),
-        ("hidden_sizes-zero", {"hidden_sizes": (64, 0)}),
-        ("hidden_sizes-float", {"hidden_sizes": (64.0,)}),
-        ("conv_channels-empty", {"conv_channels": ()}),
-        ("conv_channels-negative", {"conv_channels": (-16,)}),
-        ("conv_channels-list", {"conv_channels": [16]}),
-        ("dueling-int", {"dueling": 1}),
-        ("dueling-none", {"dueling": None}),
-    ]),
+    _cases(
+        [
+            ("kind-unknown", {"kind": "rnn"}),
+            ("hidden_sizes-list", {"hidden_sizes": [64, 64]}),
+            ("hidden_sizes-zero", {"hidden_sizes": (64, 0)}),
+            ("hidden_sizes-float", {"hidden_sizes": (64.0,)}),
+            ("conv_channels-empty", {"conv_channels": ()}),
+            ("conv_channels-negative", {"conv_channels": (-16,)}),
+            ("conv_channels-list", {"conv_channels": [16]}),
+            ("dueling-int", {"dueling": 1}),
+            ("dueling-none", {"dueling": None}),
+        ]
+    ),
 )
 def test_network_config_rejects(bad):
     (field,) = bad
@@ -85,8 +89,9 @@ def test_network_config_rejects(bad):
         pytest.param({"capacity": 1e4}, "capacity", id="capacity-float"),
         pytest.param({"capacity": True, "batch_size": 1}, "capacity", id="capacity-bool"),
         pytest.param({"batch_size": 0}, "batch_size", id="batch_size-zero"),
-        pytest.param({"capacity": 100, "batch_size": 101}, "batch_size",
-                     id="batch_size-over-capacity"),
+        pytest.param(
+            {"capacity": 100, "batch_size": 101}, "batch_size", id="batch_size-over-capacity"
+        ),
         pytest.param({"batch_size": 32.0}, "batch_size", id="batch_size-float"),
     ],
 )
@@ -102,25 +107,27 @@ def test_replay_batch_size_message_names_capacity():
 
 @pytest.mark.parametrize(
     "bad",
-    _cases([
-        ("gamma-negative", {"gamma": -0.1}),
-        ("gamma-above-one", {"gamma": 1.01}),
-        ("gamma-nan", {"gamma": math.nan}),
-        ("gamma-str", {"gamma": "0.99"}),
-        ("learning_rate-zero", {"learning_rate": 0.0}),
-        ("learning_rate-inf", {"learning_rate": math.inf}),
-        ("adam_eps-zero", {"adam_eps": 0.0}),
-        ("double_q-int", {"double_q": 1}),
-        ("loss-unknown", {"loss": "l1"}),
-        ("huber_delta-zero", {"huber_delta": 0.0}),
-        ("target_period-zero", {"target_period": 0}),
-        ("target_period-float", {"target_period": 500.0}),
-        ("tau-zero", {"tau": 0.0}),
-        ("tau-above-one", {"tau": 1.5}),
-        ("max_grad_norm-zero", {"max_grad_norm": 0.0}),
-        ("max_grad_norm-negative", {"max_grad_norm": -1.0}),
-        ("max_grad_norm-inf", {"max_grad_norm": math.inf}),
-    ]),
+    _cases(
+        [
+            ("gamma-negative", {"gamma": -0.1}),
+            ("gamma-above-one", {"gamma": 1.01}),
+            ("gamma-nan", {"gamma": math.nan}),
+            ("gamma-str", {"gamma": "0.99"}),
+            ("learning_rate-zero", {"learning_rate": 0.0}),
+            ("learning_rate-inf", {"learning_rate": math.inf}),
+            ("adam_eps-zero", {"adam_eps": 0.0}),
+            ("double_q-int", {"double_q": 1}),
+            ("loss-unknown", {"loss": "l1"}),
+            ("huber_delta-zero", {"huber_delta": 0.0}),
+            ("target_period-zero", {"target_period": 0}),
+            ("target_period-float", {"target_period": 500.0}),
+            ("tau-zero", {"tau": 0.0}),
+            ("tau-above-one", {"tau": 1.5}),
+            ("max_grad_norm-zero", {"max_grad_norm": 0.0}),
+            ("max_grad_norm-negative", {"max_grad_norm": -1.0}),
+            ("max_grad_norm-inf", {"max_grad_norm": math.inf}),
+        ]
+    ),
 )
 def test_dqn_config_rejects(bad):
     (field,) = bad
@@ -130,17 +137,19 @@ def test_dqn_config_rejects(bad):
 
 @pytest.mark.parametrize(
     "bad",
-    _cases([
-        ("epsilon_start-above-one", {"epsilon_start": 1.5}),
-        ("epsilon_start-negative", {"epsilon_start": -0.1}),
-        ("epsilon_end-above-one", {"epsilon_end": 2}),
-        ("epsilon_end-none", {"epsilon_end": None}),
-        ("epsilon_fraction-zero", {"epsilon_fraction": 0.0}),
-        ("epsilon_fraction-above-one", {"epsilon_fraction": 1.5}),
-        ("lr_schedule-unknown", {"lr_schedule": "cosine"}),
-        ("lr_end_fraction-negative", {"lr_end_fraction": -0.1}),
-        ("lr_end_fraction-above-one", {"lr_end_fraction": 1.1}),
-    ]),
+    _cases(
+        [
+            ("epsilon_start-above-one", {"epsilon_start": 1.5}),
+            ("epsilon_start-negative", {"epsilon_start": -0.1}),
+            ("epsilon_end-above-one", {"epsilon_end": 2}),
+            ("epsilon_end-none", {"epsilon_end": None}),
+            ("epsilon_fraction-zero", {"epsilon_fraction": 0.0}),
+            ("epsilon_fraction-above-one", {"epsilon_fraction": 1.5}),
+            ("lr_schedule-unknown", {"lr_schedule": "cosine"}),
+            ("lr_end_fraction-negative", {"lr_end_fraction": -0.1}),
+            ("lr_end_fraction-above-one", {"lr_end_fraction": 1.1}),
+        ]
+    ),
 )
 def test_schedule_config_rejects(bad):
     (field,) = bad
@@ -162,50 +171,81 @@ def test_schedule_config_rejects(bad):
         pytest.param({"seed": 1.0}, r"TrainConfig\.seed=", id="seed-float"),
         pytest.param({"num_seeds": 0}, r"TrainConfig\.num_seeds=", id="num_seeds-zero"),
         pytest.param({"eval_episodes": -1}, r"TrainConfig\.eval_episodes=", id="eval_episodes-neg"),
-        pytest.param({"updates_per_block": 0}, r"TrainConfig\.updates_per_block=",
-                     id="updates_per_block-zero"),
-        pytest.param({"train_frequency": 0}, r"TrainConfig\.train_frequency=",
-                     id="train_frequency-zero"),
+        pytest.param(
+            {"updates_per_block": 0},
+            r"TrainConfig\.updates_per_block=",
+            id="updates_per_block-zero",
+        ),
+        pytest.param(
+            {"train_frequency": 0}, r"TrainConfig\.train_frequency=", id="train_frequency-zero"
+        ),
         # cross-field: train_frequency must be a multiple of num_envs=4
-        pytest.param({"train_frequency": 6, "dqn": DQNConfig(target_period=60)},
-                     r"TrainConfig\.train_frequency=6 .*multiple of env\.num_envs=4",
-                     id="train_frequency-not-multiple-of-num_envs"),
+        pytest.param(
+            {"train_frequency": 6, "dqn": DQNConfig(target_period=60)},
+            r"TrainConfig\.train_frequency=6 .*multiple of env\.num_envs=4",
+            id="train_frequency-not-multiple-of-num_envs",
+        ),
         # learning_starts: multiple of num_envs, at least 2 * num_envs
-        pytest.param({"learning_starts": 4, "total_env_steps": 804},
-                     r"TrainConfig\.learning_starts=4 .*>= 8", id="learning_starts-below-2E"),
-        pytest.param({"learning_starts": 202}, r"TrainConfig\.learning_starts=202 ",
-                     id="learning_starts-not-multiple-of-num_envs"),
+        pytest.param(
+            {"learning_starts": 4, "total_env_steps": 804},
+            r"TrainConfig\.learning_starts=4 .*>= 8",
+            id="learning_starts-below-2E",
+        ),
+        pytest.param(
+            {"learning_starts": 202},
+            r"TrainConfig\.learning_starts=202 ",
+            id="learning_starts-not-multiple-of-num_envs",
+        ),
         # total_env_steps: > learning_starts, aligned to train_frequency, with a hint
-        pytest.param({"total_env_steps": 1_003},
-                     r"TrainConfig\.total_env_steps=1003 .*nearest valid: 1000",
-                     id="total_env_steps-round-down-hint"),
-        pytest.param({"total_env_steps": 1_005},
-                     r"TrainConfig\.total_env_steps=1005 .*nearest valid: 1008",
-                     id="total_env_steps-round-up-hint"),
-        pytest.param({"total_env_steps": 200},
-                     r"TrainConfig\.total_env_steps=200 .*nearest valid: 208",
-                     id="total_env_steps-equal-learning_starts"),
-        pytest.param({"total_env_steps": 100},
-                     r"TrainConfig\.total_env_steps=100 .*nearest valid: 208",
-                     id="total_env_steps-below-learning_starts"),
+        pytest.param(
+            {"total_env_steps": 1_003},
+            r"TrainConfig\.total_env_steps=1003 .*nearest valid: 1000",
+            id="total_env_steps-round-down-hint",
+        ),
+        pytest.param(
+            {"total_env_steps": 1_005},
+            r"TrainConfig\.total_env_steps=1005 .*nearest valid: 1008",
+            id="total_env_steps-round-up-hint",
+        ),
+        pytest.param(
+            {"total_env_steps": 200},
+            r"TrainConfig\.total_env_steps=200 .*nearest valid: 208",
+            id="total_env_steps-equal-learning_starts",
+        ),
+        pytest.param(
+            {"total_env_steps": 100},
+            r"TrainConfig\.total_env_steps=100 .*nearest valid: 208",
+            id="total_env_steps-below-learning_starts",
+        ),
         # replay capacity vs num_envs=4
-        pytest.param({"replay": ReplayConfig(capacity=402, batch_size=32)},
-                     r"ReplayConfig\.capacity=402 .*multiple of env\.num_envs=4; "
-                     r"nearest valid: 400",
-                     id="capacity-not-multiple-of-num_envs"),
-        pytest.param({"replay": ReplayConfig(capacity=6, batch_size=2)},
-                     r"ReplayConfig\.capacity=6 .*nearest valid: 8",
-                     id="capacity-not-multiple-small-hint"),
-        pytest.param({"replay": ReplayConfig(capacity=4, batch_size=2)},
-                     r"ReplayConfig\.capacity=4 .*at least 2 x env\.num_envs=8",
-                     id="capacity-below-2E"),
+        pytest.param(
+            {"replay": ReplayConfig(capacity=402, batch_size=32)},
+            r"ReplayConfig\.capacity=402 .*multiple of env\.num_envs=4; "
+            r"nearest valid: 400",
+            id="capacity-not-multiple-of-num_envs",
+        ),
+        pytest.param(
+            {"replay": ReplayConfig(capacity=6, batch_size=2)},
+            r"ReplayConfig\.capacity=6 .*nearest valid: 8",
+            id="capacity-not-multiple-small-hint",
+        ),
+        pytest.param(
+            {"replay": ReplayConfig(capacity=4, batch_size=2)},
+            r"ReplayConfig\.capacity=4 .*at least 2 x env\.num_envs=8",
+            id="capacity-below-2E",
+        ),
         # target updates on block boundaries
-        pytest.param({"dqn": DQNConfig(target_period=44)},
-                     r"DQNConfig\.target_period=44 .*train_frequency=8",
-                     id="target_period-not-multiple-of-train_frequency"),
+        pytest.param(
+            {"dqn": DQNConfig(target_period=44)},
+            r"DQNConfig\.target_period=44 .*train_frequency=8",
+            id="target_period-not-multiple-of-train_frequency",
+        ),
         # chunks must divide the 100 blocks
-        pytest.param({"num_chunks": 3}, r"TrainConfig\.num_chunks=3 .*blocks \(100\), e\.g\. 20",
-                     id="num_chunks-not-divisor"),
+        pytest.param(
+            {"num_chunks": 3},
+            r"TrainConfig\.num_chunks=3 .*blocks \(100\), e\.g\. 20",
+            id="num_chunks-not-divisor",
+        ),
         pytest.param({"num_chunks": 0}, r"TrainConfig\.num_chunks=0 ", id="num_chunks-zero"),
         pytest.param({"num_chunks": 4.0}, r"TrainConfig\.num_chunks=4\.0 ", id="num_chunks-float"),
     ],
@@ -221,7 +261,8 @@ def test_small_config_is_valid():
 
 
 @pytest.mark.parametrize(
-    "cls", [EnvConfig, NetworkConfig, ReplayConfig, DQNConfig, ScheduleConfig, TrainConfig],
+    "cls",
+    [EnvConfig, NetworkConfig, ReplayConfig, DQNConfig, ScheduleConfig, TrainConfig],
     ids=lambda c: c.__name__,
 )
 def test_unknown_kwarg_and_positional_args_raise_type_error(cls):
@@ -324,8 +365,9 @@ def test_derived_properties_by_hand():
     assert cfg.blocks_per_chunk == 25
     assert cfg.total_updates == 300
     # prefill + blocks * block length = the whole run
-    assert (cfg.prefill_steps * 4
-            + cfg.num_blocks * cfg.collect_steps_per_block * 4) == cfg.total_env_steps
+    assert (
+        cfg.prefill_steps * 4 + cfg.num_blocks * cfg.collect_steps_per_block * 4
+    ) == cfg.total_env_steps
 
 
 @pytest.mark.parametrize(
@@ -363,8 +405,7 @@ def test_chunks_picks_divisor_near_20(num_blocks, chunks):
 def test_replace_with_dict_parts_does_not_mutate_original():
     cfg = _small()
     before = cfg.to_dict()
-    new = cfg.replace(replay={"batch_size": 16}, dqn={"gamma": 0.9, "double_q": False},
-                      num_seeds=3)
+    new = cfg.replace(replay={"batch_size": 16}, dqn={"gamma": 0.9, "double_q": False}, num_seeds=3)
     # The original is untouched.
     assert cfg.to_dict() == before
     assert cfg.replay.batch_size == 32 and cfg.dqn.gamma == 0.99 and cfg.num_seeds == 1

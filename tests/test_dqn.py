@@ -103,8 +103,13 @@ def _batch(obs, action, reward, terminated, next_obs, weight=None):
 def test_agent_terminated_row_does_not_bootstrap_truncated_row_does():
     agent, state = _agent(double_q=False)
     # Same transition twice; only `terminated` differs (a truncated row has terminated=False).
-    batch = _batch(obs=[[1.0, 2.0]] * 2, action=[1, 1], reward=[1.0, 1.0],
-                   terminated=[True, False], next_obs=[[4.0, 6.0]] * 2)
+    batch = _batch(
+        obs=[[1.0, 2.0]] * 2,
+        action=[1, 1],
+        reward=[1.0, 1.0],
+        terminated=[True, False],
+        next_obs=[[4.0, 6.0]] * 2,
+    )
     _, td, _ = agent.update(state, batch)
     # q(s, 1) = 2; row 0: 1 - 2 = -1; row 1: 1 + 0.5 * max(4, 6) - 2 = 2
     np.testing.assert_allclose(td, [-1.0, 2.0])
@@ -117,8 +122,9 @@ def test_agent_double_q_selects_with_online_net(double_q, expected_td):
     agent, state = _agent(double_q=double_q)
     # Online net: Q(s') = [1, 0] + [0, 10] -> argmax 1; target net: Q(s') = [1, 0] -> argmax 0.
     state = state.replace(params=_with_bias([0.0, 10.0]), target_params=_with_bias([0.0, 0.0]))
-    batch = _batch(obs=[[0.0, -10.0]], action=[0], reward=[0.0], terminated=[False],
-                   next_obs=[[1.0, 0.0]])
+    batch = _batch(
+        obs=[[0.0, -10.0]], action=[0], reward=[0.0], terminated=[False], next_obs=[[1.0, 0.0]]
+    )
     _, td, _ = agent.update(state, batch)
     # q(s, 0) = 0; DQN target 0.5 * max([1, 0]) = 0.5; double target 0.5 * Q_target(s', 1) = 0.
     np.testing.assert_allclose(td, [expected_td])
@@ -137,8 +143,13 @@ def test_agent_double_q_selects_with_online_net(double_q, expected_td):
 )
 def test_loss_per_item_by_hand(loss, delta, expected_loss):
     agent, state = _agent(loss=loss, huber_delta=delta)
-    batch = _batch(obs=[[0.0, 0.0]] * 2, action=[0, 0], reward=[0.5, 3.0],
-                   terminated=[True, True], next_obs=[[0.0, 0.0]] * 2)
+    batch = _batch(
+        obs=[[0.0, 0.0]] * 2,
+        action=[0, 0],
+        reward=[0.5, 3.0],
+        terminated=[True, True],
+        next_obs=[[0.0, 0.0]] * 2,
+    )
     _, td, metrics = agent.update(state, batch)
     np.testing.assert_allclose(td, [0.5, 3.0])
     np.testing.assert_allclose(metrics["loss"], expected_loss, rtol=1e-6)
@@ -146,10 +157,20 @@ def test_loss_per_item_by_hand(loss, delta, expected_loss):
 
 def test_weight_zero_rows_contribute_nothing():
     agent, state = _agent(max_grad_norm=None)
-    kept = dict(obs=[[0.5, 0.0], [0.0, 1.0]], action=[0, 1], reward=[1.0, -2.0],
-                terminated=[False, True], next_obs=[[1.0, 2.0], [0.0, 0.0]])
-    junk = dict(obs=[[9.0, 9.0]] * 2, action=[1, 0], reward=[1e6, -1e6],
-                terminated=[False, False], next_obs=[[1e3, 1e3]] * 2)
+    kept = dict(
+        obs=[[0.5, 0.0], [0.0, 1.0]],
+        action=[0, 1],
+        reward=[1.0, -2.0],
+        terminated=[False, True],
+        next_obs=[[1.0, 2.0], [0.0, 0.0]],
+    )
+    junk = dict(
+        obs=[[9.0, 9.0]] * 2,
+        action=[1, 0],
+        reward=[1e6, -1e6],
+        terminated=[False, False],
+        next_obs=[[1e3, 1e3]] * 2,
+    )
     small = _batch(**kept)
     big = _batch(**{k: kept[k] + junk[k] for k in kept}, weight=[1.0, 1.0, 0.0, 0.0])
     new_small, _, m_small = agent.update(state, small)
@@ -166,8 +187,14 @@ def test_weight_zero_rows_contribute_nothing():
 
 def test_all_zero_weights_give_zero_loss_and_no_change():
     agent, state = _agent(max_grad_norm=None)
-    batch = _batch(obs=[[0.0, 0.0]], action=[0], reward=[5.0], terminated=[True],
-                   next_obs=[[0.0, 0.0]], weight=[0.0])
+    batch = _batch(
+        obs=[[0.0, 0.0]],
+        action=[0],
+        reward=[5.0],
+        terminated=[True],
+        next_obs=[[0.0, 0.0]],
+        weight=[0.0],
+    )
     new, _, metrics = agent.update(state, batch)
     assert float(metrics["loss"]) == 0.0
     np.testing.assert_array_equal(_bias(new.params), 0.0)
@@ -188,8 +215,9 @@ def _adam_mu(opt_state):
 )
 def test_max_grad_norm_clips(max_grad_norm, expected_mu):
     agent, state = _agent(max_grad_norm=max_grad_norm)
-    batch = _batch(obs=[[0.0, 0.0]], action=[0], reward=[30.0], terminated=[True],
-                   next_obs=[[0.0, 0.0]])
+    batch = _batch(
+        obs=[[0.0, 0.0]], action=[0], reward=[30.0], terminated=[True], next_obs=[[0.0, 0.0]]
+    )
     new, _, _ = agent.update(state, batch)
     np.testing.assert_allclose(_adam_mu(new.opt_state), expected_mu, rtol=1e-6)
 
@@ -235,8 +263,9 @@ def test_polyak_target_update_by_hand(tau, expected):
 
 def test_update_moves_q_toward_target_and_counts_steps():
     agent, state = _agent(max_grad_norm=None)
-    batch = _batch(obs=[[0.0, 0.0]], action=[1], reward=[1.0], terminated=[True],
-                   next_obs=[[0.0, 0.0]])
+    batch = _batch(
+        obs=[[0.0, 0.0]], action=[1], reward=[1.0], terminated=[True], next_obs=[[0.0, 0.0]]
+    )
     new, _, _ = agent.update(state, batch)
     # Adam's first step moves each parameter with a non-zero gradient by ~lr=0.1 toward the target.
     np.testing.assert_allclose(_bias(new.params), [0.0, 0.1], atol=1e-5)
@@ -302,14 +331,21 @@ def test_final_layer_init_is_small():
 
 
 def _spec(obs_shape):
-    return EnvSpec(name="test", obs_shape=obs_shape, obs_dtype=jnp.float32, num_actions=3,
-                   num_envs=1, max_episode_steps=10)
+    return EnvSpec(
+        name="test",
+        obs_shape=obs_shape,
+        obs_dtype=jnp.float32,
+        num_actions=3,
+        num_envs=1,
+        max_episode_steps=10,
+    )
 
 
 @pytest.mark.parametrize("kind", ["cnn", "auto"])
 def test_cnn_on_image_obs(kind):
-    net = QNetwork.from_config(NetworkConfig(kind=kind, conv_channels=(4,), hidden_sizes=(8,)),
-                               _spec((10, 10, 4)))
+    net = QNetwork.from_config(
+        NetworkConfig(kind=kind, conv_channels=(4,), hidden_sizes=(8,)), _spec((10, 10, 4))
+    )
     assert net.conv_channels == (4,)
     obs = jnp.ones((2, 10, 10, 4))
     params = net.init(jax.random.key(0), obs)

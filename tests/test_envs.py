@@ -62,8 +62,14 @@ def test_list_envs():
 
 def test_specs():
     spec = make_env("gymnax:CartPole-v1", num_envs=3).spec
-    assert spec == EnvSpec(name="CartPole-v1", obs_shape=(4,), obs_dtype=jnp.float32,
-                           num_actions=2, num_envs=3, max_episode_steps=500)
+    assert spec == EnvSpec(
+        name="CartPole-v1",
+        obs_shape=(4,),
+        obs_dtype=jnp.float32,
+        num_actions=2,
+        num_envs=3,
+        max_episode_steps=500,
+    )
     spec = make_env("Breakout-MinAtar", num_envs=2).spec
     assert spec.obs_shape == (10, 10, 4) and spec.num_actions == 3 and spec.num_envs == 2
     spec = make_env("probe-chain", num_envs=5).spec
@@ -108,15 +114,21 @@ def _rollout(env, actions_fn, num_steps, seed=0):
         return obs0, out
 
     obs0, (obs, reward, done, info) = run(jax.random.key(seed))
-    return (np.asarray(obs0), np.asarray(obs), np.asarray(reward), np.asarray(done),
-            jax.tree.map(np.asarray, info))
+    return (
+        np.asarray(obs0),
+        np.asarray(obs),
+        np.asarray(reward),
+        np.asarray(done),
+        jax.tree.map(np.asarray, info),
+    )
 
 
 def test_probe_bandit_alternates_real_and_reset_steps():
     num_steps = 6
     # Pick the action the obs says is rewarded: every real step earns 1.
     obs0, obs, reward, done, info = _rollout(
-        make_env("probe-bandit", num_envs=4), lambda o: jnp.argmax(o, -1), num_steps)
+        make_env("probe-bandit", num_envs=4), lambda o: jnp.argmax(o, -1), num_steps
+    )
     real = np.arange(num_steps) % 2 == 0  # steps 0, 2, 4 are real; 1, 3, 5 are reset steps
     for t in range(num_steps):
         if real[t]:
@@ -144,7 +156,8 @@ def test_probe_bandit_alternates_real_and_reset_steps():
 
 def test_probe_bandit_wrong_action_earns_nothing():
     _, _, reward, _, info = _rollout(
-        make_env("probe-bandit", num_envs=4), lambda o: 1 - jnp.argmax(o, -1), 4)
+        make_env("probe-bandit", num_envs=4), lambda o: 1 - jnp.argmax(o, -1), 4
+    )
     np.testing.assert_array_equal(reward, 0.0)
     np.testing.assert_array_equal(info["episode_return"], 0.0)
 
@@ -153,8 +166,10 @@ def test_cartpole_next_step_auto_reset():
     num_envs, num_steps = 3, 40
     # Always push right: the pole falls within ~10 steps, so every env finishes episodes.
     obs0, obs, reward, done, info = _rollout(
-        make_env("CartPole-v1", num_envs=num_envs), lambda o: jnp.ones(o.shape[0], jnp.int32),
-        num_steps)
+        make_env("CartPole-v1", num_envs=num_envs),
+        lambda o: jnp.ones(o.shape[0], jnp.int32),
+        num_steps,
+    )
     assert done[:-1].any(axis=0).all(), "every env should finish an episode"
     np.testing.assert_array_equal(info["truncated"], False)
     np.testing.assert_array_equal(done, info["terminated"])
@@ -202,15 +217,22 @@ def _counting_env(num_envs, truncate_at, terminate_at=None):
         reward = jnp.float32(1.0) + action
         return t, t[None].astype(jnp.float32), reward, terminated, t >= truncate_at
 
-    spec = EnvSpec(name="counter", obs_shape=(1,), obs_dtype=jnp.float32, num_actions=2,
-                   num_envs=num_envs, max_episode_steps=truncate_at)
+    spec = EnvSpec(
+        name="counter",
+        obs_shape=(1,),
+        obs_dtype=jnp.float32,
+        num_actions=2,
+        num_envs=num_envs,
+        max_episode_steps=truncate_at,
+    )
     return make_batched_env(spec, reset_one, step_one)
 
 
 def test_truncation_then_reset_step():
     # Action 1 makes the reward 2 per step; the reset step must ignore it (reward 0).
     obs0, obs, reward, done, info = _rollout(
-        _counting_env(2, truncate_at=3), lambda o: jnp.ones(o.shape[0], jnp.int32), 9)
+        _counting_env(2, truncate_at=3), lambda o: jnp.ones(o.shape[0], jnp.int32), 9
+    )
     np.testing.assert_array_equal(obs0[:, 0], 0.0)
     # Per step (same for both envs): obs 1, 2, 3 (truncated), 0 (reset), 1, 2, 3, 0, 1.
     np.testing.assert_array_equal(obs[:, :, 0].T, [[1, 2, 3, 0, 1, 2, 3, 0, 1]] * 2)
@@ -228,8 +250,10 @@ def test_truncation_then_reset_step():
 
 def test_terminated_wins_over_truncated_on_the_same_step():
     _, obs, _, done, info = _rollout(
-        _counting_env(1, truncate_at=2, terminate_at=2), lambda o: jnp.zeros(o.shape[0], jnp.int32),
-        4)
+        _counting_env(1, truncate_at=2, terminate_at=2),
+        lambda o: jnp.zeros(o.shape[0], jnp.int32),
+        4,
+    )
     np.testing.assert_array_equal(info["terminated"][:, 0], [False, True, False, False])
     np.testing.assert_array_equal(info["truncated"][:, 0], False)
     np.testing.assert_array_equal(done[:, 0], [False, True, False, False])

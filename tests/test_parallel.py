@@ -26,7 +26,8 @@ SCRIPT = textwrap.dedent(
     two = train(cfg, progress=False)
     one = train(cfg, progress=False, devices=jax.devices()[:1])
     diff = max(float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in zip(
-        jax.tree.leaves(two.runner.seeds.agent.params), jax.tree.leaves(one.runner.seeds.agent.params)))
+        jax.tree.leaves(two.runner.seeds.agent.params),
+        jax.tree.leaves(one.runner.seeds.agent.params)))
     p0 = np.asarray(jax.tree.leaves(two.runner.seeds.agent.params)[0])
     print(json.dumps({"devices": [two.num_devices, one.num_devices], "diff": diff,
                       "seeds_differ": bool(not np.array_equal(p0[0], p0[1])),
@@ -37,8 +38,14 @@ SCRIPT = textwrap.dedent(
 
 def test_two_devices_match_one_device():
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=os.path.join(os.path.dirname(__file__), ".."))
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=os.path.join(os.path.dirname(__file__), ".."),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["devices"] == [2, 1]

@@ -5,13 +5,12 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+from conftest import tiny_config
 
 from jaxrl_fast import presets
 from jaxrl_fast.envs import make_probe_env, optimal_q
 from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.train import make_train, train
-
-from conftest import tiny_config
 
 
 def _keys(n, seed=0):
@@ -50,7 +49,7 @@ def test_chunked_equals_unchunked_bitwise():
     one = train(tiny_config(num_chunks=1), progress=False)
     many = train(tiny_config(num_chunks=4), progress=False)
     assert one.env_steps == many.env_steps == 880
-    for a, b in zip(_params(one), _params(many)):
+    for a, b in zip(_params(one), _params(many), strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(one.final_return, many.final_return)
 
@@ -60,11 +59,11 @@ def test_seeds_are_independent_and_reproducible():
     b = train(tiny_config(num_chunks=2), progress=False)
     c = train(tiny_config(num_chunks=2, seed=1), progress=False)
     pa, pb, pc = _params(a), _params(b), _params(c)
-    for x, y in zip(pa, pb):
+    for x, y in zip(pa, pb, strict=True):
         np.testing.assert_array_equal(x, y)  # same seed, same numbers
     # the two vmapped seeds of one run differ (own init, exploration and sampling)
     assert any(not np.array_equal(x[0], x[1]) for x in pa)
-    assert any(not np.array_equal(x, z) for x, z in zip(pa, pc))
+    assert any(not np.array_equal(x, z) for x, z in zip(pa, pc, strict=True))
 
 
 def test_run_chunk_has_no_key_reuse(tiny):
@@ -92,7 +91,7 @@ def test_fused_loop_learns_probe_chain_q_values():
     net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec)
     expected = optimal_q("probe-chain", cfg.dqn.gamma)
     for s in range(cfg.num_seeds):
-        params = jax.tree.map(lambda x: x[s], result.runner.seeds.agent.params)
+        params = jax.tree.map(lambda x, s=s: x[s], result.runner.seeds.agent.params)
         q = np.asarray(net.apply(params, np.eye(2, dtype=np.float32)))
         np.testing.assert_allclose(q, [expected[0], expected[1]], atol=0.1)
     np.testing.assert_allclose(result.final_return, [1.0, 1.0])

@@ -41,7 +41,9 @@ def make_env(name: str, num_envs: int = 1) -> Env:
       (4, 4)
     """
     if not isinstance(num_envs, int) or num_envs < 1:
-        raise ValueError(f"EnvConfig.num_envs={num_envs!r} is not allowed; expected a positive int.")
+        raise ValueError(
+            f"EnvConfig.num_envs={num_envs!r} is not allowed; expected a positive int."
+        )
     if name in PROBE_ENVS:
         return make_probe_env(name, num_envs)
     if name.startswith("envpool:"):

@@ -84,7 +84,13 @@ def make_gymnax_env(name: str, num_envs: int) -> Env:
     def step_one(key, state, action):
         obs, state, reward, terminated, _ = env.step_env(key, state, action, params)
         truncated = env.is_truncated(state, params)
-        return state, encode(obs), reward, jnp.asarray(terminated, bool), jnp.asarray(truncated, bool)
+        return (
+            state,
+            encode(obs),
+            reward,
+            jnp.asarray(terminated, bool),
+            jnp.asarray(truncated, bool),
+        )
 
     example = jax.eval_shape(lambda k: reset_one(k)[1], jax.random.key(0))
     spec = EnvSpec(

@@ -36,8 +36,9 @@ def _decode(value):
     return (value - 1) // 10, (value - 1) % 10
 
 
-def _step(t, reset=(False,) * E, terminated=(False,) * E, truncated=(False,) * E,
-          obs_dtype=jnp.uint8):
+def _step(
+    t, reset=(False,) * E, terminated=(False,) * E, truncated=(False,) * E, obs_dtype=jnp.uint8
+):
     """The transition every env writes at global step `t`."""
     return Transition(
         obs=jnp.stack([jnp.full(OBS, _code(t, e), obs_dtype) for e in range(E)]),
@@ -100,8 +101,9 @@ def test_wrap_around_overwrites_oldest_in_order():
     "obs_dtype", [jnp.uint8, jnp.float32, jnp.int32, jnp.bfloat16], ids=lambda d: jnp.dtype(d).name
 )
 def test_obs_dtype_is_kept(obs_dtype):
-    buffer = make_ring_buffer(ReplayConfig(capacity=4 * E, batch_size=4),
-                              _example(obs_dtype=obs_dtype))
+    buffer = make_ring_buffer(
+        ReplayConfig(capacity=4 * E, batch_size=4), _example(obs_dtype=obs_dtype)
+    )
     state = buffer.add(buffer.init(), _step(0, obs_dtype=obs_dtype))
     state = buffer.add(state, _step(1, obs_dtype=obs_dtype))
     assert state.obs.dtype == obs_dtype
@@ -178,12 +180,12 @@ def test_next_obs_is_same_env_next_row_and_reset_rows_have_weight_zero(steps):
     assert (batch.obs == batch.obs[:, :1]).all()
     t, e = _decode(batch.obs[:, 0].astype(np.int64))
     # Only written rows that have a successor: never the newest slot.
-    assert ((oldest <= t) & (t < newest)).all(), sorted(set(zip(t, e)))
+    assert ((oldest <= t) & (t < newest)).all(), sorted(set(zip(t, e, strict=True)))
     np.testing.assert_array_equal(batch.index, (t % slots) * E + e)
     # The transition's own fields.
     np.testing.assert_array_equal(batch.action, (t + e) % 3)
     np.testing.assert_array_equal(batch.reward, t + 0.5 * e)
-    pairs = list(zip(t.tolist(), e.tolist()))
+    pairs = list(zip(t.tolist(), e.tolist(), strict=True))
     np.testing.assert_array_equal(batch.terminated, [p in TERMINATED for p in pairs])
     # next_obs is the next row of the same env.
     np.testing.assert_array_equal(batch.next_obs, np.repeat(_code(t + 1, e)[:, None], OBS[0], 1))
