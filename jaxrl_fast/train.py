@@ -132,7 +132,8 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
         return jax.vmap(fn, in_axes=in_axes, out_axes=out_axes, axis_name=SEED_AXIS)
 
     def _epsilon(collect_index: Array) -> Array:
-        return schedules.epsilon(collect_index * n).astype(jnp.float32)
+        # env steps as float32: an int32 product would overflow past 2^31 env steps.
+        return schedules.epsilon(collect_index.astype(jnp.float32) * n).astype(jnp.float32)
 
     # ---- per-seed work (vmapped over seeds) -------------------------------------------------
     def _collect(seed: SeedState, epsilon: Array):

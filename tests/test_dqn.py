@@ -349,9 +349,10 @@ def test_cnn_on_image_obs(kind):
     assert net.conv_channels == (4,)
     obs = jnp.ones((2, 10, 10, 4))
     params = net.init(jax.random.key(0), obs)
-    assert params["params"]["Conv_0"]["kernel"].shape == (3, 3, 4, 4)
+    # the 3x3 conv as im2col: 9 * C_in patch features -> C_out channels
+    assert params["params"]["Dense_0"]["kernel"].shape == (9 * 4, 4)
     # VALID 3x3 conv: 8 x 8 x 4 features into the dense layer.
-    assert params["params"]["Dense_0"]["kernel"].shape == (8 * 8 * 4, 8)
+    assert params["params"]["Dense_1"]["kernel"].shape == (8 * 8 * 4, 8)
     q = net.apply(params, obs)
     assert q.shape == (2, 3) and q.dtype == jnp.float32
 
@@ -361,8 +362,24 @@ def test_mlp_on_vector_obs(kind):
     net = QNetwork.from_config(NetworkConfig(kind=kind, hidden_sizes=(8,)), _spec((4,)))
     assert net.conv_channels == ()
     params = net.init(jax.random.key(0), jnp.ones((2, 4)))
-    assert "Conv_0" not in params["params"]
+    assert params["params"]["Dense_0"]["kernel"].shape == (4, 8)  # no conv layer first
     assert net.apply(params, jnp.ones((2, 4))).shape == (2, 3)
+
+
+def test_im2col_layer_equals_a_3x3_valid_convolution():
+    net = QNetwork(num_actions=3, hidden_sizes=(), conv_channels=(5,))
+    obs = jax.random.normal(jax.random.key(1), (2, 6, 7, 3))
+    params = net.init(jax.random.key(0), obs)
+    kernel = params["params"]["Dense_0"]["kernel"]  # [C_in * 9, C_out], channel-major patches
+    bias = params["params"]["Dense_0"]["bias"]
+    hwio = kernel.reshape(3, 3, 3, 5).transpose(1, 2, 0, 3)  # [C_in, kh, kw, O] -> HWIO
+    conv = jax.lax.conv_general_dilated(
+        obs, hwio, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
+    features = jax.nn.relu(conv + bias).reshape(2, -1)
+    head = params["params"]["Dense_1"]
+    expected = features @ head["kernel"] + head["bias"]
+    np.testing.assert_allclose(net.apply(params, obs), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_cnn_on_vector_obs_raises():

@@ -78,9 +78,7 @@ def find(tree: Array, mass: Array) -> Array:
         node, mass = carry
         left = 2 * node
         left_sum, right_sum = tree[left], tree[left + 1]
-        go_right = jnp.logical_or(
-            jnp.logical_and(mass >= left_sum, right_sum > 0), left_sum <= 0
-        )
+        go_right = jnp.logical_or(jnp.logical_and(mass >= left_sum, right_sum > 0), left_sum <= 0)
         mass = jnp.where(go_right, jnp.maximum(mass - left_sum, 0.0), mass)
         return jnp.where(go_right, left + 1, left), mass
 
