@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from _machine import machine  # noqa: E402
 
 from jaxrl_fast import parallel, presets  # noqa: E402
 
@@ -35,26 +36,6 @@ from jaxrl_fast.train import train  # noqa: E402
 
 NUM_SEEDS = 2
 RANDOM_EPISODES = 64
-
-
-def machine() -> dict:
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "jax": jax.__version__,
-        "devices": [str(d) for d in jax.devices()],
-    }
 
 
 def random_return(name: str, episodes: int = RANDOM_EPISODES, seed: int = 0) -> float:

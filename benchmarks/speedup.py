@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 
@@ -33,6 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from _machine import machine  # noqa: E402
 
 from jaxrl_fast import parallel, presets  # noqa: E402
 
@@ -43,27 +44,6 @@ from jaxrl_fast.train import make_train, train  # noqa: E402
 # Figures measured by an earlier session on this machine type (2-core CPU) running PureJaxRL's
 # DQN with these hyperparameters; quoted for reference, not re-measured by this script.
 PUREJAXRL_REFERENCE = {"sps_1_seed": 33_500, "sps_32_seeds": 54_000, "compile_s": 5.5}
-
-
-def machine() -> dict:
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "jax": jax.__version__,
-        "backend": jax.default_backend(),
-        "devices": [str(d) for d in jax.devices()],
-    }
 
 
 def fused_run(config, devices=None) -> dict:
