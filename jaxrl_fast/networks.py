@@ -3,8 +3,8 @@
 Hidden layers use He-normal init; the output layer a small normal (std 0.01) init, so initial
 Q-values are near zero. Convolutions are computed as patches x matmul (im2col,
 `lax.conv_general_dilated_patches` then a dense layer): the same function as a VALID 3x3
-convolution, but XLA:CPU runs its backward pass as matmuls, 3.3x faster than its convolution
-kernels for MinAtar-sized inputs (batch 64 of 10x10x4, measured on a 2-core CPU).
+convolution, but XLA:CPU runs its backward pass as matmuls, which were several times faster
+than its convolution kernels for MinAtar-sized inputs on a 2-core CPU.
 
 `dtype` is the compute dtype, `param_dtype` the storage dtype (fp32 master weights); inputs are
 cast once, at the network input, and Q-values returned in fp32.
