@@ -34,10 +34,11 @@ def use_cpu_cores(n: int | None = None) -> bool:
     try:
         from jax._src import xla_bridge
 
-        if xla_bridge.backends_are_initialized():
-            return False
-    except (ImportError, AttributeError):
-        pass
+        started = xla_bridge.backends_are_initialized()
+    except (ImportError, AttributeError):  # private API moved: let the config update decide
+        started = False
+    if started:
+        return False
     try:
         jax.config.update("jax_num_cpu_devices", n)
     except (RuntimeError, AttributeError, ValueError):
