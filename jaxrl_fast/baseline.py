@@ -67,12 +67,15 @@ class HostReplay:
       (1, (3, 2))
     """
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype, seed: int) -> None:
+    def __init__(
+        self, capacity: int, obs_shape: tuple[int, ...], obs_dtype, seed: int, gamma: float = 0.99
+    ) -> None:
         if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity <= 0:
             raise ValueError(
                 f"HostReplay capacity={capacity!r} is not allowed; expected a positive int."
             )
         self.capacity = capacity
+        self.gamma = float(gamma)
         self.obs = np.zeros((capacity, *obs_shape), obs_dtype)
         self.next_obs = np.zeros((capacity, *obs_shape), obs_dtype)
         self.action = np.zeros((capacity,), np.int32)
@@ -140,7 +143,7 @@ class HostReplay:
             obs=self.obs[idx],
             action=self.action[idx],
             reward=self.reward[idx],
-            terminated=self.terminated[idx],
+            discount=np.where(self.terminated[idx], 0.0, self.gamma).astype(np.float32),
             next_obs=self.next_obs[idx],
             weight=np.ones((batch_size,), np.float32),
             index=idx.astype(np.int32),
@@ -328,7 +331,7 @@ def train_unfused(
         obs=sds((b, *obs_shape), obs_dtype),
         action=sds((b,), jnp.int32),
         reward=sds((b,), jnp.float32),
-        terminated=sds((b,), jnp.bool_),
+        discount=sds((b,), jnp.float32),
         next_obs=sds((b, *obs_shape), obs_dtype),
         weight=sds((b,), jnp.float32),
         index=sds((b,), jnp.int32),
@@ -338,7 +341,9 @@ def train_unfused(
     evaluate = jax.jit(_evaluate).lower(agent_a, eval_key).compile()
     compile_time = time.perf_counter() - t
 
-    replay = HostReplay(config.replay.capacity, obs_shape, obs_dtype, seed=config.seed)
+    replay = HostReplay(
+        config.replay.capacity, obs_shape, obs_dtype, seed=config.seed, gamma=config.dqn.gamma
+    )
     episode_returns: list[float] = []
     env_steps = config.learning_starts + num_blocks * config.train_frequency
     bar = tqdm.tqdm(

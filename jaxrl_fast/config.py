@@ -89,24 +89,152 @@ class NetworkConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ReplayConfig:
-    """Replay settings. Sizes count transitions across all envs of one seed.
+    """Replay settings (DESIGN §4). Sizes count transitions (rows) across all envs of one seed.
 
     Attributes:
-      capacity: rows of the device ring buffer (L2); a multiple of `EnvConfig.num_envs`.
-      batch_size: transitions per gradient step; at most `capacity`.
+      capacity: rows of the device ring buffer (L2), a multiple of `EnvConfig.num_envs`; or a
+        share of free device memory (all seeds together): "auto:0.3", or a preset "small"
+        (30%), "medium" (50%), "large" (70%). `jaxrl-fast plan` shows what a share resolves to.
+      batch_size: transitions per gradient step.
+      n_step: steps summed into each target (1 = plain DQN). The L1 staging window holds the
+        last `n_step` steps per env and commits a row to L2 once its n-step return is known.
+      prioritised: proportional prioritised replay (Schaul et al. 2016) instead of uniform.
+      sampler: PER sampler: "sum_tree" (O(B log N)), "cumsum" (O(N), cumsum + searchsorted)
+        or "auto" (picks by capacity; see `replay.prioritised.AUTO_SUM_TREE_FROM`).
+      priority: "power": `(|td| + priority_eps) ** alpha`; "sqrt": `sqrt(|td|) + 0.1` (the
+        seed article's formula; `alpha` is not used).
+      alpha: priority exponent for "power".
+      beta: initial importance-sampling exponent, annealed linearly to 1 over the run.
+      priority_eps: added to `|td|` by "power" so no sampled row drops to zero priority.
+      l3: third tier: "off", "host" (host RAM) or "disk" (memory-mapped files in `spill_dir`).
+      l3_capacity: rows per seed held by L3 (its FIFO horizon).
+      l3_share: share of each batch drawn from L3 (rows already evicted from L2).
+      spill_dir: directory for "disk" L3 files; must exist and be writable.
+      spill_block: bytes per spill call: "4MB", "8MB", "16MB" or an int.
+      keep_spill: keep the L3 files after training (default: removed).
     """
 
-    capacity: int = 10_000
+    capacity: int | str = 10_000
     batch_size: int = 128
+    n_step: int = 1
+    prioritised: bool = False
+    sampler: str = "auto"
+    priority: str = "power"
+    alpha: float = 0.6
+    beta: float = 0.4
+    priority_eps: float = 1e-6
+    l3: str = "off"
+    l3_capacity: int = 0
+    l3_share: float = 0.0
+    spill_dir: str | None = None
+    spill_block: str | int = "4MB"
+    keep_spill: bool = False
 
     def __post_init__(self) -> None:
-        _require(self, "capacity", _is_int(self.capacity) and self.capacity > 1, "an int >= 2")
+        if isinstance(self.capacity, str):
+            _require(
+                self,
+                "capacity",
+                capacity_share(self.capacity) is not None,
+                f'an int >= 2, "auto:<share in (0, 1)>" or one of {tuple(CAPACITY_PRESETS)}',
+            )
+        else:
+            _require(
+                self,
+                "capacity",
+                _is_int(self.capacity) and self.capacity > 1,
+                f'an int >= 2, "auto:<share in (0, 1)>" or one of {tuple(CAPACITY_PRESETS)}',
+            )
+            _require(
+                self,
+                "batch_size",
+                _is_int(self.batch_size) and 0 < self.batch_size <= self.capacity,
+                f"an int in [1, capacity={self.capacity}]",
+            )
+        _require(self, "batch_size", _is_int(self.batch_size) and self.batch_size > 0, "int > 0")
+        _require(
+            self, "n_step", _is_int(self.n_step) and 1 <= self.n_step <= 64, "an int in [1, 64]"
+        )
+        _require(self, "prioritised", isinstance(self.prioritised, bool), "True or False")
+        _require(self, "sampler", self.sampler in _SAMPLERS, f"one of {_SAMPLERS}")
+        _require(self, "priority", self.priority in _PRIORITIES, f"one of {_PRIORITIES}")
+        _require(
+            self, "alpha", _is_num(self.alpha) and 0.0 <= self.alpha <= 1.0, "a float in [0, 1]"
+        )
+        _require(self, "beta", _is_num(self.beta) and 0.0 <= self.beta <= 1.0, "a float in [0, 1]")
         _require(
             self,
-            "batch_size",
-            _is_int(self.batch_size) and 0 < self.batch_size <= self.capacity,
-            f"an int in [1, capacity={self.capacity}]",
+            "priority_eps",
+            _is_num(self.priority_eps) and self.priority_eps > 0,
+            "a float > 0",
         )
+        _require(self, "l3", self.l3 in _L3_KINDS, f"one of {_L3_KINDS}")
+        _require(self, "keep_spill", isinstance(self.keep_spill, bool), "True or False")
+        _require(
+            self,
+            "spill_block",
+            spill_block_bytes(self.spill_block) is not None,
+            f"one of {tuple(SPILL_BLOCKS)} or a positive int of bytes",
+        )
+        if self.l3 == "off":
+            return
+        _require(
+            self,
+            "l3_capacity",
+            _is_int(self.l3_capacity) and self.l3_capacity > 0,
+            'a positive int (rows per seed) when l3 is "host" or "disk"',
+        )
+        _require(
+            self,
+            "l3_share",
+            _is_num(self.l3_share) and 0.0 <= self.l3_share < 1.0,
+            'a float in [0, 1) when l3 is "host" or "disk"',
+        )
+        if self.l3 == "disk":
+            _require(
+                self,
+                "spill_dir",
+                isinstance(self.spill_dir, str) and bool(self.spill_dir),
+                'an existing, writable directory when l3="disk"',
+            )
+
+    @property
+    def l3_rows_per_batch(self) -> int:
+        """Rows of each batch drawn from L3 (0 when L3 is off)."""
+        if self.l3 == "off":
+            return 0
+        return int(round(self.l3_share * self.batch_size))
+
+
+_SAMPLERS = ("auto", "sum_tree", "cumsum")
+_PRIORITIES = ("power", "sqrt")
+_L3_KINDS = ("off", "host", "disk")
+CAPACITY_PRESETS = {"small": 0.3, "medium": 0.5, "large": 0.7}
+SPILL_BLOCKS = {"4MB": 4 << 20, "8MB": 8 << 20, "16MB": 16 << 20}
+
+
+def capacity_share(capacity: object) -> float | None:
+    """The memory share a string capacity asks for ("auto:0.3", "small", ...), else None."""
+    if not isinstance(capacity, str):
+        return None
+    if capacity in CAPACITY_PRESETS:
+        return CAPACITY_PRESETS[capacity]
+    if capacity.startswith("auto:"):
+        try:
+            share = float(capacity[5:])
+        except ValueError:
+            return None
+        return share if 0.0 < share < 1.0 else None
+    return None
+
+
+def spill_block_bytes(block: object) -> int | None:
+    """Bytes of a `spill_block` setting, or None if it is not valid."""
+    if isinstance(block, str):
+        return SPILL_BLOCKS.get(block)
+    if _is_int(block) and block > 0:
+        return block
+    return None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -295,13 +423,13 @@ class TrainConfig:
             f"learning_starts) a multiple of train_frequency={self.train_frequency}; "
             f"nearest valid: {self._nearest_total()}",
         )
-        if self.replay.capacity % e:
+        if isinstance(self.replay.capacity, int) and self.replay.capacity % e:
             raise ValueError(
                 f"ReplayConfig.capacity={self.replay.capacity} is not allowed; expected a "
                 f"multiple of env.num_envs={e}; nearest valid: "
                 f"{max(self.replay.capacity // e, 2) * e}."
             )
-        if self.replay.capacity < 2 * e:
+        if isinstance(self.replay.capacity, int) and self.replay.capacity < 2 * e:
             raise ValueError(
                 f"ReplayConfig.capacity={self.replay.capacity} is not allowed; expected at least "
                 f"2 x env.num_envs={2 * e} (one row per env and its successor)."

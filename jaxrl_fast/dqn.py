@@ -84,7 +84,6 @@ def make_agent(
       learning_rate: float or `grad_step -> lr` schedule; defaults to `config.learning_rate`.
     """
     tx = make_optimizer(config, config.learning_rate if learning_rate is None else learning_rate)
-    gamma = config.gamma
 
     def init(key: PRNGKey, example_obs: Array) -> AgentState:
         params = network.init(key, example_obs)
@@ -112,8 +111,7 @@ def make_agent(
             if config.double_q
             else None
         )
-        discount_t = jnp.where(batch.terminated, 0.0, gamma)
-        td = td_errors(q_tm1, batch.action, batch.reward, discount_t, q_t_target, q_t_select)
+        td = td_errors(q_tm1, batch.action, batch.reward, batch.discount, q_t_target, q_t_select)
         if config.loss == "huber":
             per_item = optax.huber_loss(td, delta=config.huber_delta)
         else:

@@ -26,6 +26,7 @@ from jaxrl_fast.envs import Env, EnvState, make_env
 from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.parallel import SEED_AXIS
 from jaxrl_fast.replay import Buffer, make_buffer
+from jaxrl_fast.replay.sizing import resolve_capacity
 from jaxrl_fast.schedules import make_schedules
 from jaxrl_fast.types import Array, PRNGKey, Transition
 
@@ -56,6 +57,7 @@ class ChunkMetrics(NamedTuple):
     loss: Array
     q: Array
     abs_td: Array
+    replay: dict  # the buffer's cumulative counters at the chunk's end (`Buffer.metrics`)
 
 
 class TrainFns(NamedTuple):
@@ -121,7 +123,16 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
         truncated=jax.ShapeDtypeStruct((n,), bool),
         reset=jax.ShapeDtypeStruct((n,), bool),
     )
-    buffer = make_buffer(config.replay, example)
+    config = resolve_capacity(config)
+    buffer = make_buffer(
+        config.replay,
+        example,
+        gamma=config.dqn.gamma,
+        num_seeds=config.num_seeds,
+        sync_every=config.collect_steps_per_block,
+        updates_per_sync=config.updates_per_block,
+        total_updates=config.total_updates,
+    )
     cpb = config.collect_steps_per_block
     prefill = config.prefill_steps
     period = config.target_period_blocks
@@ -189,7 +200,7 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
 
         def prefill_step(seeds, i):
             seeds, _ = _vmap(_collect, (seed_axes, None), (seed_axes, 0))(seeds, _epsilon(i))
-            return seeds, None
+            return seeds._replace(replay=buffer.host_sync(seeds.replay)), None
 
         seeds, _ = jax.lax.scan(prefill_step, seeds, jnp.arange(prefill, dtype=jnp.int32))
         return RunnerState(seeds=seeds, block=jnp.zeros((), jnp.int32))
@@ -201,6 +212,8 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
         seeds, (stats, m) = _vmap(_seed_block, (seed_axes, None, None), (seed_axes, 0))(
             runner.seeds, runner.block, epsilons
         )
+        # The buffer's host callbacks (L3), once per iteration, outside the seed vmap.
+        seeds = seeds._replace(replay=buffer.host_sync(seeds.replay))
         acc = _Acc(
             ret=acc.ret + stats[0],
             length=acc.length + stats[1],
@@ -227,6 +240,7 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
             loss=acc.loss / updates,
             q=acc.q / updates,
             abs_td=acc.abs_td / updates,
+            replay=buffer.metrics(runner.seeds.replay),
         )
         return runner, metrics
 
@@ -399,12 +413,34 @@ def train(
     """
     wall = time.perf_counter()
     fns = make_train(config, env=env)
+    try:
+        return _train(config, fns, wall, progress=progress, on_chunk=on_chunk, devices=devices)
+    finally:
+        if fns.buffer.store is not None:
+            fns.buffer.store.close()
+
+
+def _replay_record(now: dict, before: dict) -> dict:
+    """One chunk's replay counters: totals plus this chunk's L2 hit rate."""
+    now = {k: np.asarray(v) for k, v in now.items()}
+    rec = {k: v.tolist() for k, v in now.items()}
+    if "rows_sampled" in now:
+        drawn = now["rows_sampled"] - before.get("rows_sampled", 0.0)
+        from_l3 = now["l3_rows_sampled"] - before.get("l3_rows_sampled", 0.0)
+        rec["l2_hit_rate"] = np.where(drawn > 0, 1.0 - from_l3 / np.maximum(drawn, 1), 1.0).tolist()
+    return rec
+
+
+def _train(config, fns, wall, *, progress, on_chunk, devices) -> TrainResult:
     keys = jax.random.split(jax.random.key(config.seed), config.num_seeds)
     eval_keys = jax.random.split(
         jax.random.fold_in(jax.random.key(config.seed), 1), config.num_seeds
     )
     init_fn, run_fn, eval_fn = fns.init, fns.run_chunk, fns.evaluate
     used = parallel.seed_devices(config.num_seeds, devices)
+    if fns.buffer.store is not None and len(used) > 1:
+        # One ordered host callback stream per program: the L3 tier runs its seeds on one device.
+        used = used[:1]
     if len(used) > 1:
         mesh = parallel.seed_mesh(used)
         spec = RunnerState(seeds=parallel.seed_specs(fns.seed_axes), block=P())
@@ -438,6 +474,7 @@ def train(
     init_time = time.perf_counter() - t
     bar.update(config.learning_starts)
     history: list[dict] = []
+    replay_prev: dict = {}
     pending = None
     env_steps = config.learning_starts
 
@@ -454,8 +491,12 @@ def train(
             "chunk": chunk_index,
             "env_steps": env_steps,
             "elapsed_s": elapsed,
-            **{f: np.asarray(getattr(m, f)).tolist() for f in ChunkMetrics._fields},
+            **{f: np.asarray(getattr(m, f)).tolist() for f in ChunkMetrics._fields[:-1]},
         }
+        if m.replay:
+            rec["replay"] = _replay_record(m.replay, replay_prev)
+            replay_prev.clear()
+            replay_prev.update(m.replay)
         history.append(rec)
         rets = np.asarray(m.episode_return)
         sps = config.num_seeds * env_steps / max(elapsed, 1e-9)

@@ -40,8 +40,9 @@ class Batch(NamedTuple):
       obs: `[B, *obs_shape]` observations, storage dtype.
       action: `[B]` int32.
       reward: `[B]` float32.
-      terminated: `[B]` bool; the target does not bootstrap where True.
-      next_obs: `[B, *obs_shape]` the following observation of the same episode.
+      discount: `[B]` float32 bootstrap factor: `gamma ** k` for an n-step (k-step) target,
+        0 where the episode terminated.
+      next_obs: `[B, *obs_shape]` the observation to bootstrap from (same episode).
       weight: `[B]` float32 loss weight; 0 for rows that are not valid transitions.
       index: `[B]` int32 flat row index (for priority updates).
     """
@@ -49,7 +50,7 @@ class Batch(NamedTuple):
     obs: Array
     action: Array
     reward: Array
-    terminated: Array
+    discount: Array
     next_obs: Array
     weight: Array
     index: Array

@@ -93,7 +93,7 @@ def test_host_replay_never_stores_reset_pseudo_transitions():
 
     batch = replay.sample(64)
     np.testing.assert_array_equal(batch.obs, batch.next_obs)
-    assert batch.terminated.all()
+    assert (batch.discount == 0).all()
     np.testing.assert_array_equal(batch.weight, np.ones(64, np.float32))
 
 

@@ -87,13 +87,13 @@ def _with_bias(b):
     return {"params": {"b": jnp.asarray(b, jnp.float32)}}
 
 
-def _batch(obs, action, reward, terminated, next_obs, weight=None):
+def _batch(obs, action, reward, terminated, next_obs, weight=None, gamma=0.5):
     n = len(action)
     return Batch(
         obs=jnp.asarray(obs, jnp.float32),
         action=jnp.asarray(action, jnp.int32),
         reward=jnp.asarray(reward, jnp.float32),
-        terminated=jnp.asarray(terminated, bool),
+        discount=jnp.where(jnp.asarray(terminated, bool), 0.0, gamma),
         next_obs=jnp.asarray(next_obs, jnp.float32),
         weight=jnp.ones(n, jnp.float32) if weight is None else jnp.asarray(weight, jnp.float32),
         index=jnp.arange(n, dtype=jnp.int32),

@@ -1,20 +1,20 @@
-"""Replay buffers as pure functions over state pytrees."""
+"""Replay: L1 staging, L2 device ring (uniform or prioritised), L3 host/NVMe store, composed as
+one `Buffer` by `make_buffer` (DESIGN §4)."""
 
 from __future__ import annotations
 
-from jaxrl_fast.config import ReplayConfig
 from jaxrl_fast.replay.base import Buffer
-from jaxrl_fast.replay.ring import RingState, make_ring_buffer
-from jaxrl_fast.types import Transition
+from jaxrl_fast.replay.ring import RingState, StoredRow, make_ring, row_bytes
+from jaxrl_fast.replay.tiered import L3Layout, ReplayState, make_buffer, plan_l3
 
-__all__ = ["Buffer", "RingState", "make_buffer", "make_ring_buffer"]
-
-
-def make_buffer(config: ReplayConfig, example: Transition) -> Buffer:
-    """Build the replay buffer a `ReplayConfig` describes.
-
-    Args:
-      config: replay settings.
-      example: a `Transition` with leading `[num_envs]` axis giving shapes and dtypes.
-    """
-    return make_ring_buffer(config, example)
+__all__ = [
+    "Buffer",
+    "L3Layout",
+    "ReplayState",
+    "RingState",
+    "StoredRow",
+    "make_buffer",
+    "make_ring",
+    "plan_l3",
+    "row_bytes",
+]

@@ -1,58 +1,109 @@
 """L2 device ring buffer: each observation stored once, in the env's own dtype.
 
-Rows are laid out `[T, E]` (time slot, env): one `add` writes one time slot for all `E` envs with a
-single `dynamic_update_slice`. The transition of row `(t, e)` goes from `obs[t, e]` to
-`obs[t + 1, e]` (mod `T`): envs auto-reset on the *next* step (see `envs/base.py`), so the next row
-of the same env always holds the same episode's next observation, the real final one at a
-truncation included. Rows written by a reset step start a new episode and are not transitions of
-their own: they are sampled with weight 0. The newest slot has no successor yet and is never drawn.
+Rows are laid out `[T, E]` (time slot, env): one `add` writes one time slot for all `E` envs with
+a single `dynamic_update_slice` per field. A row holds a committed `StoredRow` (see
+`replay/staging.py`): the observation the action was taken in, the action, the n-step return,
+the bootstrap discount and the offset `k` of the slot whose observation to bootstrap from. That
+observation is in row `(t + k, e)` of the same env column: envs auto-reset on the *next* step
+(see `envs/base.py`), so the same column holds the same episode's later observations, the real
+final one at a truncation included.
+
+A row may be sampled once its bootstrap row is written: slots older than the newest `n_step`
+ones. Rows that are not transitions (reset steps, the staging window's warm-up, unwritten
+slots) have `valid == False` and are sampled with weight 0 (priority 0 under PER).
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from jaxrl_fast.config import ReplayConfig
-from jaxrl_fast.replay.base import Buffer
-from jaxrl_fast.types import Array, Batch, PRNGKey, Transition
+from jaxrl_fast.types import Array, Batch, PRNGKey
+
+
+class StoredRow(NamedTuple):
+    """What L1 commits to L2 for one env (leading `[E]` axis when added).
+
+    Attributes:
+      obs: observation the action was taken in.
+      action: int32 action.
+      reward: float32 n-step return `sum_i gamma^i r_{t+i}` up to the episode's end.
+      discount: float32 `gamma^k` for the bootstrap, 0 where the episode terminated.
+      offset: int32 `k` in `[1, n_step]`, slots ahead of the row whose obs bootstraps.
+      valid: bool, the row is a transition (False for reset steps and warm-up rows).
+    """
+
+    obs: Array
+    action: Array
+    reward: Array
+    discount: Array
+    offset: Array
+    valid: Array
 
 
 class RingState(NamedTuple):
-    """Device ring (L2). Row `(t, e)` holds what env `e` saw at the `t`-th written slot mod `T`."""
+    """Device ring (L2). Row `(t, e)` holds what env `e` committed at the `t`-th slot mod `T`."""
 
     obs: Array  # [T, E, *obs_shape], env dtype
     action: Array  # [T, E] int32
-    reward: Array  # [T, E] float32
-    terminated: Array  # [T, E] bool
-    reset: Array  # [T, E] bool, row written by a reset step (not a transition)
-    insert_pos: Array  # [] int32, next time slot to write
-    size: Array  # [] int32, time slots holding data (<= T)
+    reward: Array  # [T, E] float32, n-step return
+    discount: Array  # [T, E] float32
+    offset: Array  # [T, E] int8, bootstrap row offset k
+    valid: Array  # [T, E] bool
+    insert_pos: Array  # [] int32, next slot to write
+    size: Array  # [] int32, slots holding data (<= T)
 
 
-def make_ring_buffer(config: ReplayConfig, example: Transition) -> Buffer:
-    """Build a uniform ring buffer.
+RING_SEED_AXES = RingState(
+    obs=0, action=0, reward=0, discount=0, offset=0, valid=0, insert_pos=None, size=None
+)
+
+
+def row_bytes(obs_shape: tuple[int, ...], obs_dtype) -> int:
+    """Device bytes of one L2 row: the observation once plus action, reward, discount, offset
+    and flag."""
+    return int(math.prod(obs_shape)) * np.dtype(obs_dtype).itemsize + 4 + 4 + 4 + 1 + 1
+
+
+class Ring(NamedTuple):
+    """The ring's pure functions. `slots = capacity // num_envs`; `lag = n_step`."""
+
+    init: object
+    add: object
+    gather: object
+    sample_uniform: object
+    sampleable_slots: object
+    slots: int
+    num_envs: int
+    lag: int
+
+
+def make_ring(
+    capacity: int, num_envs: int, obs_shape: tuple[int, ...], obs_dtype, n_step: int = 1
+) -> Ring:
+    """Build the ring's functions.
 
     Args:
-      config: capacity (rows over all envs) and batch size.
-      example: a `Transition` with leading `[num_envs]` axis (arrays or `ShapeDtypeStruct`s),
-        giving shapes and dtypes.
+      capacity: rows over all envs; a multiple of `num_envs`.
+      num_envs: envs per seed (`E`).
+      obs_shape, obs_dtype: one observation.
+      n_step: the largest bootstrap offset; the newest `n_step` slots are never sampled.
 
     Raises:
-      ValueError: capacity not a multiple of `num_envs`, or fewer than two slots.
+      ValueError: capacity not a multiple of `num_envs`, or fewer than `n_step + 1` slots.
     """
-    num_envs = example.obs.shape[0]
-    if config.capacity % num_envs or config.capacity < 2 * num_envs:
+    if capacity % num_envs or capacity < (n_step + 1) * num_envs:
         raise ValueError(
-            f"ReplayConfig.capacity={config.capacity} is not allowed; expected a multiple of "
-            f"num_envs={num_envs} of at least {2 * num_envs}."
+            f"ReplayConfig.capacity={capacity} is not allowed; expected a multiple of "
+            f"num_envs={num_envs} of at least {(n_step + 1) * num_envs} (n_step + 1 slots)."
         )
-    slots = config.capacity // num_envs
-    batch_size = config.batch_size
-    obs_shape, obs_dtype = tuple(example.obs.shape[1:]), example.obs.dtype
+    slots = capacity // num_envs
+    obs_shape = tuple(obs_shape)
 
     def init() -> RingState:
         z = lambda dt: jnp.zeros((slots, num_envs), dt)  # noqa: E731
@@ -60,58 +111,58 @@ def make_ring_buffer(config: ReplayConfig, example: Transition) -> Buffer:
             obs=jnp.zeros((slots, num_envs, *obs_shape), obs_dtype),
             action=z(jnp.int32),
             reward=z(jnp.float32),
-            terminated=z(bool),
-            reset=z(bool),
+            discount=z(jnp.float32),
+            offset=jnp.ones((slots, num_envs), jnp.int8),
+            valid=z(bool),
             insert_pos=jnp.zeros((), jnp.int32),
             size=jnp.zeros((), jnp.int32),
         )
 
-    def add(state: RingState, tr: Transition) -> RingState:
-        chex.assert_shape(tr.obs, (num_envs, *obs_shape))
-        chex.assert_type(tr.obs, obs_dtype)
+    def add(state: RingState, row: StoredRow) -> RingState:
+        chex.assert_shape(row.obs, (num_envs, *obs_shape))
         pos = state.insert_pos
 
-        def put(buf, row, dtype):
-            return jax.lax.dynamic_update_index_in_dim(buf, row.astype(dtype), pos, 0)
+        def put(buf, x):
+            return jax.lax.dynamic_update_index_in_dim(buf, x.astype(buf.dtype), pos, 0)
 
         return RingState(
-            obs=put(state.obs, tr.obs, obs_dtype),
-            action=put(state.action, tr.action, jnp.int32),
-            reward=put(state.reward, tr.reward, jnp.float32),
-            terminated=put(state.terminated, tr.terminated, bool),
-            reset=put(state.reset, tr.reset, bool),
+            obs=put(state.obs, row.obs),
+            action=put(state.action, row.action),
+            reward=put(state.reward, row.reward),
+            discount=put(state.discount, row.discount),
+            offset=put(state.offset, row.offset),
+            valid=put(state.valid, row.valid),
             insert_pos=(pos + 1) % slots,
             size=jnp.minimum(state.size + 1, slots),
         )
 
-    def sample(state: RingState, key: PRNGKey) -> Batch:
-        # Slots with a successor: the (size - 1) before the newest one.
-        n_rows = jnp.maximum(state.size - 1, 1) * num_envs
-        u = jax.random.randint(key, (batch_size,), 0, n_rows)
-        back, env = u // num_envs, u % num_envs
-        t = (state.insert_pos - 2 - back) % slots
-        t_next = (t + 1) % slots
-        flat = t * num_envs + env
-        flat_next = t_next * num_envs + env
+    def sampleable_slots(state: RingState) -> Array:
+        """Slots whose bootstrap row is written: all but the newest `n_step`."""
+        return jnp.maximum(state.size - n_step, 0)
+
+    def gather(state: RingState, flat: Array) -> Batch:
+        """Transitions at flat rows `t * E + e` (`[B]` int32); weight = valid."""
+        t, env = flat // num_envs, flat % num_envs
         rows = lambda x: x.reshape((slots * num_envs,) + x.shape[2:])  # noqa: E731
+        flat_next = ((t + rows(state.offset)[flat].astype(jnp.int32)) % slots) * num_envs + env
         obs = rows(state.obs)
-        valid = jnp.logical_and(~rows(state.reset)[flat], state.size >= 2)
         return Batch(
             obs=obs[flat],
             action=rows(state.action)[flat],
             reward=rows(state.reward)[flat],
-            terminated=rows(state.terminated)[flat],
+            discount=rows(state.discount)[flat],
             next_obs=obs[flat_next],
-            weight=valid.astype(jnp.float32),
+            weight=rows(state.valid)[flat].astype(jnp.float32),
             index=flat.astype(jnp.int32),
         )
 
-    def update_priorities(state: RingState, index: Array, td_error: Array) -> RingState:
-        del index, td_error
-        return state
+    def sample_uniform(state: RingState, key: PRNGKey, batch_size: int) -> Batch:
+        n_rows = jnp.maximum(sampleable_slots(state), 1) * num_envs
+        u = jax.random.randint(key, (batch_size,), 0, n_rows)
+        back, env = u // num_envs, u % num_envs
+        t = (state.insert_pos - 1 - n_step - back) % slots
+        batch = gather(state, t * num_envs + env)
+        ok = sampleable_slots(state) > 0
+        return batch._replace(weight=jnp.where(ok, batch.weight, 0.0))
 
-    def can_sample(state: RingState) -> Array:
-        return state.size >= 2
-
-    axes = RingState(obs=0, action=0, reward=0, terminated=0, reset=0, insert_pos=None, size=None)
-    return Buffer(init, add, sample, update_priorities, can_sample, seed_axes=axes)
+    return Ring(init, add, gather, sample_uniform, sampleable_slots, slots, num_envs, n_step)

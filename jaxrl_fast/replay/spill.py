@@ -1,0 +1,221 @@
+"""The L3 host store: host RAM or memory-mapped files that the compiled loop reaches through
+`io_callback`s (DESIGN §4).
+
+Layout mirrors L2 (`replay/ring.py`): every field is `[S, T3, E, ...]` (seeds, slots, envs);
+global slot `g` (the `g`-th slot ever committed to L2) lives at `g % T3`, so L3 is a FIFO of
+the last `T3` slots. Writes come in blocks of `K` consecutive slots for all seeds at once.
+
+Reads are requests of rows (global slot, env) per seed. With `prefetch=True` (the default)
+a read call hands back the rows of the *previous* request, gathered by a worker thread while
+the device ran, and starts gathering the new one: the device never waits on the gather, only
+on the call itself. Every write and read first waits for the gather in flight, so the data a
+request returns is exactly what a synchronous read at request time returns (a test checks it).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import os
+import shutil
+import tempfile
+import weakref
+from typing import NamedTuple
+
+import numpy as np
+
+_FIELDS = ("obs", "action", "reward", "discount", "offset", "valid")
+
+
+class L3Rows(NamedTuple):
+    """Rows read from L3, leading `[S, M, B3]`."""
+
+    obs: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+    discount: np.ndarray
+    next_obs: np.ndarray
+    weight: np.ndarray  # 1.0 for a valid transition, 0.0 otherwise (bad request or reset row)
+
+
+def check_spill_dir(spill_dir: str, needed_bytes: int) -> None:
+    """Raise a clear `ValueError` unless `spill_dir` exists, is writable and has room.
+
+    Args:
+      spill_dir: the directory the L3 files go under.
+      needed_bytes: bytes the L3 files will take.
+    """
+    if not os.path.isdir(spill_dir):
+        raise ValueError(
+            f"ReplayConfig.spill_dir={spill_dir!r} is not allowed; expected an existing "
+            f"directory (create it first)."
+        )
+    try:
+        with tempfile.TemporaryFile(dir=spill_dir):
+            pass
+    except OSError as e:
+        raise ValueError(
+            f"ReplayConfig.spill_dir={spill_dir!r} is not allowed; expected a writable "
+            f"directory ({e.strerror})."
+        ) from None
+    free = shutil.disk_usage(spill_dir).free
+    if free < needed_bytes:
+        raise ValueError(
+            f"ReplayConfig.spill_dir={spill_dir!r} has {free / 2**30:.2f} GiB free; the "
+            f"configured L3 (l3_capacity x seeds) needs {needed_bytes / 2**30:.2f} GiB. Lower "
+            f"ReplayConfig.l3_capacity or choose another spill_dir."
+        )
+
+
+def _remove(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class HostStore:
+    """L3 storage and its host-side callbacks.
+
+    Args:
+      kind: "host" (numpy arrays in RAM) or "disk" (`np.memmap` files in a fresh subdirectory
+        of `spill_dir`, removed by `close()` unless `keep`).
+      num_seeds, slots, num_envs: the `[S, T3, E]` layout.
+      obs_shape, obs_dtype: one observation.
+      spill_dir, keep: for "disk".
+      prefetch: hand back each read one call later (see module doc).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        num_seeds: int,
+        slots: int,
+        num_envs: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype,
+        spill_dir: str | None = None,
+        keep: bool = False,
+        prefetch: bool = True,
+    ) -> None:
+        if kind not in ("host", "disk"):
+            raise ValueError(f"ReplayConfig.l3={kind!r} is not allowed; expected 'host' or 'disk'.")
+        self.kind, self.slots, self.num_envs = kind, slots, num_envs
+        self.num_seeds, self.prefetch, self.keep = num_seeds, prefetch, keep
+        self.obs_shape, self.obs_dtype = tuple(obs_shape), np.dtype(obs_dtype)
+        lead = (num_seeds, slots, num_envs)
+        specs = {
+            "obs": (lead + self.obs_shape, self.obs_dtype),
+            "action": (lead, np.dtype(np.int32)),
+            "reward": (lead, np.dtype(np.float32)),
+            "discount": (lead, np.dtype(np.float32)),
+            "offset": (lead, np.dtype(np.int8)),
+            "valid": (lead, np.dtype(bool)),
+        }
+        self.nbytes = sum(math.prod(s) * d.itemsize for s, d in specs.values())
+        self.path: str | None = None
+        if kind == "disk":
+            if spill_dir is None:
+                raise ValueError("ReplayConfig.spill_dir is required when l3='disk'.")
+            check_spill_dir(spill_dir, self.nbytes)
+            self.path = tempfile.mkdtemp(prefix="jaxrl_fast-l3-", dir=spill_dir)
+            self._finalizer = None if keep else weakref.finalize(self, _remove, self.path)
+            self.arrays = {
+                name: np.memmap(os.path.join(self.path, f"{name}.bin"), dtype=d, mode="w+", shape=s)
+                for name, (s, d) in specs.items()
+            }
+        else:
+            self.arrays = {name: np.zeros(s, d) for name, (s, d) in specs.items()}
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="l3-read")
+        self._pending: concurrent.futures.Future | None = None
+        self._ready: L3Rows | None = None
+        self._empty_shape: tuple[int, int] | None = None
+        self.blocks_written = 0
+        self.slots_written = 0
+        self.bytes_written = 0
+        self.bytes_read = 0
+        self.rows_read = 0
+        self.closed = False
+
+    # ---- host callbacks ----------------------------------------------------------------------
+    def write(self, start, obs, action, reward, discount, offset, valid) -> None:
+        """Store a block: global slots `[start, start + K)` for all seeds (`[S, K, E, ...]`)."""
+        self._wait()
+        start = int(start)
+        k = int(np.shape(action)[1])
+        pos = start % self.slots
+        if pos + k > self.slots:
+            raise RuntimeError(f"L3 block at slot {start} (+{k}) crosses the end of the store")
+        parts = dict(
+            obs=obs, action=action, reward=reward, discount=discount, offset=offset, valid=valid
+        )
+        for name, value in parts.items():  # the inputs are read-only views: copy into the store
+            self.arrays[name][:, pos : pos + k] = np.asarray(value)
+        self.blocks_written += 1
+        self.slots_written += k
+        self.bytes_written += sum(np.asarray(v).nbytes for v in parts.values())
+
+    def read(self, slot, env, ok) -> L3Rows:
+        """Request rows (`[S, M, B3]` global slot, env, request-valid); returns the previous
+        request's rows when prefetching, else this one's."""
+        slot, env, ok = (np.array(x, copy=True) for x in (slot, env, ok))
+        if not self.prefetch:
+            return self._gather(slot, env, ok)
+        self._wait()
+        previous, self._ready = self._ready, None
+        self._pending = self._executor.submit(self._gather, slot, env, ok)
+        if previous is None:  # first call: nothing was requested before
+            previous = self._gather(slot, env, np.zeros_like(ok))
+        return previous
+
+    # ---- host-side helpers -------------------------------------------------------------------
+    def _wait(self) -> None:
+        """Finish the gather in flight; its rows wait in `_ready` for the next read call."""
+        if self._pending is not None:
+            self._ready, self._pending = self._pending.result(), None
+
+    def _gather(self, slot: np.ndarray, env: np.ndarray, ok: np.ndarray) -> L3Rows:
+        a = self.arrays
+        s = np.arange(self.num_seeds).reshape((-1,) + (1,) * (slot.ndim - 1))
+        s = np.broadcast_to(s, slot.shape)
+        pos = slot.astype(np.int64) % self.slots
+        nxt = (pos + a["offset"][s, pos, env].astype(np.int64)) % self.slots
+        valid = np.logical_and(ok.astype(bool), a["valid"][s, pos, env])
+        rows = L3Rows(
+            obs=np.ascontiguousarray(a["obs"][s, pos, env]),
+            action=a["action"][s, pos, env],
+            reward=a["reward"][s, pos, env],
+            discount=a["discount"][s, pos, env],
+            next_obs=np.ascontiguousarray(a["obs"][s, nxt, env]),
+            weight=valid.astype(np.float32),
+        )
+        if ok.any():
+            self.rows_read += int(ok.sum())
+            self.bytes_read += int(sum(np.asarray(x).nbytes for x in rows))
+        return rows
+
+    def slot_rows(self, seed: int, start: int, stop: int) -> dict[str, np.ndarray]:
+        """Copies of the rows of global slots `[start, stop)` of one seed (for inspection).
+
+        Raises:
+          ValueError: the range is longer than the store.
+        """
+        if stop - start > self.slots:
+            raise ValueError(f"slots [{start}, {stop}) exceed the L3 horizon of {self.slots}")
+        pos = np.arange(start, stop) % self.slots
+        return {name: np.array(arr[seed, pos]) for name, arr in self.arrays.items()}
+
+    def close(self) -> None:
+        """Stop the reader thread; remove the files unless `keep`. Safe to call twice."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._wait()
+        finally:
+            self._executor.shutdown(wait=True)
+            if self.path is not None:
+                for arr in self.arrays.values():
+                    if isinstance(arr, np.memmap):
+                        arr.flush()
+                self.arrays = {}
+                if not self.keep:
+                    _remove(self.path)

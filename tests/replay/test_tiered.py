@@ -1,0 +1,259 @@
+"""L3 tier: spill/evict guarantee with counters and content, FIFO horizon, prefetch == sync read,
+spill_dir errors, file clean-up, and a tiered training run."""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import tiny_config
+
+from jaxrl_fast.config import ReplayConfig
+from jaxrl_fast.envs import make_probe_env, optimal_q
+from jaxrl_fast.networks import QNetwork
+from jaxrl_fast.replay import make_buffer
+from jaxrl_fast.replay.spill import HostStore
+from jaxrl_fast.train import make_train, train
+from jaxrl_fast.types import Transition
+
+E, S = 2, 3  # envs per seed, seeds
+T2, T3 = 40, 80  # L2 / L3 slots per seed
+SYNC = 2  # slots added between host_sync calls
+STEPS = 400
+
+
+def _example():
+    z = lambda dt: jnp.zeros((E,), dt)  # noqa: E731
+    return Transition(
+        jnp.zeros((E, 1), jnp.float32), z(jnp.int32), z(jnp.float32), z(bool), z(bool), z(bool)
+    )
+
+
+def _config(**changes):
+    base = dict(
+        capacity=T2 * E,
+        batch_size=8,
+        l3="host",
+        l3_capacity=T3 * E,
+        l3_share=0.5,
+        spill_block=10 * E * S * 19,  # 10 slots per spill (19 bytes per CartPole-sized row)
+    )
+    return ReplayConfig(**{**base, **changes})
+
+
+def _run(buf, steps=STEPS):
+    """Add `steps` steps whose obs encodes (seed, step, env); sample+update each step; sync every
+    SYNC steps. Returns the final state and per-step (committed, spilled, batch)."""
+    axes = buf.seed_axes
+    ex = _example()
+
+    def step(state, t):
+        obs = 1000.0 * jnp.arange(S)[:, None, None] + t + 0.1 * jnp.arange(E)[None, :, None]
+        tr = jax.tree.map(lambda x: jnp.broadcast_to(x, (S, *x.shape)), ex)
+        tr = tr._replace(obs=obs, action=jnp.full((S, E), t, jnp.int32))
+        state = jax.vmap(buf.add, in_axes=(axes, 0), out_axes=axes)(state, tr)
+
+        def learn(st, key):
+            b = buf.sample(st, key)
+            return buf.update_priorities(st, b.index, jnp.zeros(b.index.shape)), b
+
+        keys = jax.random.split(jax.random.key(t), S)
+        state, batch = jax.vmap(learn, in_axes=(axes, 0), out_axes=(axes, 0))(state, keys)
+        state = jax.lax.cond(t % SYNC == SYNC - 1, buf.host_sync, lambda s: s, state)
+        return state, (state.l3.committed, state.l3.spilled, batch)
+
+    state = jax.vmap(lambda _: buf.init(), out_axes=axes)(jnp.arange(S))
+    return jax.jit(lambda s: jax.lax.scan(step, s, jnp.arange(steps)))(state)
+
+
+@pytest.fixture(scope="module")
+def tiered_run():
+    buf = make_buffer(_config(), _example(), num_seeds=S, sync_every=SYNC, updates_per_sync=SYNC)
+    state, (committed, spilled, batch) = _run(buf)
+    yield buf, jax.device_get(state), np.asarray(committed), np.asarray(spilled), batch
+    buf.store.close()
+
+
+def test_layout_from_block_bytes(tiered_run):
+    buf = tiered_run[0]
+    assert buf.layout.block == 10 and buf.layout.slots == T3
+    assert buf.layout.rows == 4  # 50% of a batch of 8
+    assert buf.layout.batches == SYNC * (10 // SYNC)
+
+
+def test_every_evicted_slot_was_spilled_first(tiered_run):
+    _, _, committed, spilled, _ = tiered_run
+    # L2 holds slots [committed - T2, committed): a slot leaves L2 only once it is in L3.
+    assert np.all(committed - T2 <= spilled)
+    assert np.all(spilled % 10 == 0) and np.all(np.diff(spilled) >= 0)
+    assert committed[-1] == STEPS and spilled[-1] == STEPS - STEPS % 10
+
+
+def test_counters_match_store(tiered_run):
+    buf, state, _, spilled, _ = tiered_run
+    store, m = buf.store, jax.device_get(buf.metrics(state))
+    assert store.blocks_written == m["blocks_spilled"] == spilled[-1] // 10
+    assert store.slots_written == spilled[-1]  # every slot written once: no loss, no duplicate
+    assert m["l3_rows"] == min(spilled[-1], T3) * E
+
+
+def test_l3_content_is_every_slot_up_to_its_horizon(tiered_run):
+    buf, _, _, spilled, _ = tiered_run
+    end = int(spilled[-1])
+    for seed in range(S):
+        rows = buf.store.slot_rows(seed, end - T3, end)
+        expected = 1000.0 * seed + np.arange(end - T3, end)[:, None] + 0.1 * np.arange(E)
+        np.testing.assert_allclose(rows["obs"][..., 0], expected, rtol=0, atol=1e-3)
+        np.testing.assert_array_equal(
+            rows["action"], np.repeat(np.arange(end - T3, end)[:, None], E, 1)
+        )
+        assert rows["valid"].all()
+
+
+def test_fifo_evicts_oldest_first(tiered_run):
+    buf, _, _, spilled, _ = tiered_run
+    end = int(spilled[-1])
+    # The slot one horizon older shares a position with a newer slot: it was overwritten.
+    old = buf.store.slot_rows(0, end - T3 - 1, end - T3)
+    assert old["action"][0, 0] == end - 1
+
+
+def test_l3_rows_in_batches_are_evicted_rows_with_right_successor(tiered_run):
+    _, _, committed, _, batch = tiered_run
+    index, obs, nxt, w = (
+        np.asarray(x) for x in (batch.index, batch.obs, batch.next_obs, batch.weight)
+    )
+    from_l3 = (index < 0) & (w > 0)
+    assert from_l3.sum() > 0.3 * (index.shape[0] - 100) * S * 4
+    t = np.arange(STEPS)[:, None, None]
+    slot = np.floor(obs[..., 0] % 1000)
+    seed = np.floor(obs[..., 0] / 1000)
+    np.testing.assert_array_equal(
+        seed[from_l3], np.broadcast_to(np.arange(S)[None, :, None], seed.shape)[from_l3]
+    )
+    # L3 rows were evicted from L2 when read (at most one spill period before use).
+    assert np.all(
+        slot[from_l3] < np.broadcast_to(committed[:, None, None] - T2, slot.shape)[from_l3]
+    )
+    np.testing.assert_allclose(nxt[..., 0][from_l3], obs[..., 0][from_l3] + 1.0)
+    assert np.all(t >= 0)
+
+
+def test_prefetch_returns_what_a_synchronous_read_returns():
+    kw = dict(num_seeds=2, slots=8, num_envs=2, obs_shape=(3,), obs_dtype=np.uint8)
+    sync, pre = HostStore("host", prefetch=False, **kw), HostStore("host", prefetch=True, **kw)
+    rng = np.random.default_rng(0)
+    requests, got_sync, got_pre = [], [], []
+    for b in range(6):  # write 4-slot blocks, read after each: reads see the FIFO move
+        block = dict(
+            obs=rng.integers(0, 255, (2, 4, 2, 3), np.uint8),
+            action=rng.integers(0, 4, (2, 4, 2), np.int32),
+            reward=rng.normal(size=(2, 4, 2)).astype(np.float32),
+            discount=np.full((2, 4, 2), 0.9, np.float32),
+            offset=np.ones((2, 4, 2), np.int8),
+            valid=rng.random((2, 4, 2)) > 0.2,
+        )
+        for store in (sync, pre):
+            store.write(4 * b, **block)
+        lo = max(0, 4 * b + 4 - 8)
+        req = (
+            rng.integers(lo, 4 * b + 3, (2, 5, 3)),
+            rng.integers(0, 2, (2, 5, 3)),
+            np.ones((2, 5, 3), bool),
+        )
+        requests.append(req)
+        got_sync.append(sync.read(*req))
+        got_pre.append(pre.read(*req))
+    assert got_pre[0].weight.sum() == 0  # nothing was requested before the first call
+    for a, b in zip(got_sync[:-1], got_pre[1:], strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+    sync.close(), pre.close()
+
+
+def test_spill_dir_errors(tmp_path):
+    ex = _example()
+    missing = str(tmp_path / "nope")
+    with pytest.raises(ValueError, match="spill_dir.*existing directory"):
+        make_buffer(_config(l3="disk", spill_dir=missing), ex, num_seeds=S, sync_every=SYNC)
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    with pytest.raises(ValueError, match="spill_dir.*existing directory"):
+        make_buffer(_config(l3="disk", spill_dir=str(a_file)), ex, num_seeds=S, sync_every=SYNC)
+    huge = _config(l3="disk", spill_dir=str(tmp_path), l3_capacity=E * 10**14)
+    with pytest.raises(ValueError, match="GiB free.*l3_capacity"):
+        make_buffer(huge, ex, num_seeds=S, sync_every=SYNC)
+    with pytest.raises(ValueError, match="spill_dir"):
+        ReplayConfig(l3="disk", l3_capacity=100, l3_share=0.1)
+    assert os.listdir(tmp_path) == ["file"]  # nothing was created by the failed attempts
+
+
+def test_unwritable_spill_dir(tmp_path, monkeypatch):
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o500)
+    if os.access(ro, os.W_OK):  # root writes anyway: make the probe file fail as it would
+        from jaxrl_fast.replay import spill
+
+        def denied(*a, **k):
+            raise PermissionError(13, "Permission denied")
+
+        monkeypatch.setattr(spill.tempfile, "TemporaryFile", denied)
+    with pytest.raises(ValueError, match="writable directory \\(Permission denied"):
+        make_buffer(_config(l3="disk", spill_dir=str(ro)), _example(), num_seeds=S, sync_every=SYNC)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_disk_files_removed_unless_kept(tmp_path, keep):
+    buf = make_buffer(
+        _config(l3="disk", spill_dir=str(tmp_path), keep_spill=keep),
+        _example(),
+        num_seeds=S,
+        sync_every=SYNC,
+        updates_per_sync=SYNC,
+    )
+    _run(buf, steps=60)
+    path = buf.store.path
+    assert path.startswith(str(tmp_path)) and sorted(os.listdir(path))[0] == "action.bin"
+    buf.store.close()
+    assert os.path.exists(path) == keep
+
+
+def test_bad_l3_capacities_raise_naming_fields():
+    with pytest.raises(ValueError, match="l3_capacity=81"):
+        make_buffer(_config(l3_capacity=81), _example(), num_seeds=S, sync_every=SYNC)
+    with pytest.raises(ValueError, match="capacity=12 and l3_capacity"):
+        make_buffer(_config(capacity=12), _example(), num_seeds=S, sync_every=SYNC)
+
+
+@pytest.mark.learning
+def test_tiered_run_compiles_once_and_learns_probe_chain():
+    cfg = tiny_config(
+        total_env_steps=8_080,
+        num_chunks=4,
+        eval_episodes=4,
+        replay=dict(capacity=160, l3="host", l3_capacity=800, l3_share=0.25, spill_block=4096),
+    )
+    fns = make_train(cfg)
+    assert fns.buffer.layout.block >= cfg.collect_steps_per_block
+    run = jax.jit(fns.run_chunk, donate_argnums=0)
+    runner = jax.jit(fns.init)(jax.random.split(jax.random.key(0), 2))
+    for _ in range(2):
+        runner, m = run(runner)
+    assert run._cache_size() == 1
+    fns.buffer.store.close()
+
+    result = train(cfg, progress=False)
+    rec = result.history[-1]["replay"]
+    assert rec["blocks_spilled"] > 0 and rec["l3_read_calls"] > 0
+    # 25% of each batch is asked of L3; reset rows drawn there are not transitions and are
+    # replaced by L2 rows (probe-chain episodes are short, so about a third of rows are resets).
+    assert all(0.75 <= h < 0.9 for h in rec["l2_hit_rate"])
+    net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec)
+    expected = optimal_q("probe-chain", cfg.dqn.gamma)
+    for s in range(cfg.num_seeds):
+        params = jax.tree.map(lambda x, s=s: x[s], result.runner.seeds.agent.params)
+        q = np.asarray(net.apply(params, np.eye(2, dtype=np.float32)))
+        np.testing.assert_allclose(q, [expected[0], expected[1]], atol=0.1)
