@@ -1,9 +1,10 @@
-"""Command line: `jaxrl-fast train | presets | envs`.
+"""Command line: `jaxrl-fast train | plan | presets | envs`.
 
 Examples:
   jaxrl-fast train                                  # CartPole-v1, default preset, 1 seed
   jaxrl-fast train --preset cartpole-cleanrl --seeds 8 --out runs/cleanrl
   jaxrl-fast train --env Breakout-MinAtar --preset minatar-breakout --total-env-steps 210000
+  jaxrl-fast plan --preset minatar-breakout --seeds 8 --capacity large --device-memory 16GB
 """
 
 from __future__ import annotations
@@ -15,6 +16,20 @@ import sys
 from typing import Sequence
 
 from jaxrl_fast import presets
+
+# Replay options of `plan`: argparse dests named as their ReplayConfig fields.
+_REPLAY_FIELDS = (
+    "capacity",
+    "batch_size",
+    "n_step",
+    "prioritised",
+    "sampler",
+    "l3",
+    "l3_capacity",
+    "l3_share",
+    "spill_dir",
+    "spill_block",
+)
 
 
 def _build_config(args: argparse.Namespace):
@@ -28,12 +43,27 @@ def _build_config(args: argparse.Namespace):
     if env_changes:
         changes["env"] = env_changes
     for field in ("total_env_steps", "learning_starts", "seed", "num_chunks", "eval_episodes"):
-        value = getattr(args, field)
+        value = getattr(args, field, None)
         if value is not None:
             changes[field] = value
     if args.seeds is not None:
         changes["num_seeds"] = args.seeds
+    replay_changes = {
+        field: getattr(args, field)
+        for field in _REPLAY_FIELDS
+        if getattr(args, field, None) is not None
+    }
+    if replay_changes:
+        changes["replay"] = replay_changes
     return config.replace(**changes)
+
+
+def _int_or_text(text: str) -> int | str:
+    """An int where `text` is one ("100000", "100_000"), else `text` (a share, a block name)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -81,6 +111,25 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from jaxrl_fast.replay import sizing
+
+    memory = None
+    if args.device_memory is not None:
+        try:
+            memory = sizing.parse_bytes(args.device_memory)
+        except ValueError as err:
+            raise ValueError(f"--device-memory: {err}") from None
+    if args.l3 == "disk" and args.spill_dir is None:
+        args.spill_dir = tempfile.gettempdir()  # where L3 files would go by default
+    config = _build_config(args)
+    result = sizing.plan(config, device_memory=memory)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.render())
+    return 0
+
+
 def _presets(args: argparse.Namespace) -> int:
     for name in presets.names():
         cfg = presets.get(name)
@@ -95,16 +144,23 @@ def _envs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_run_args(parser: argparse.ArgumentParser) -> None:
+    """Add the options `train` and `plan` share: preset, env, seeds, envs per seed."""
+    parser.add_argument(
+        "--preset", default=presets.DEFAULT, help=f"one of {', '.join(presets.names())}"
+    )
+    parser.add_argument("--env", help="env name (see `jaxrl-fast envs`); overrides the preset's")
+    parser.add_argument("--seeds", type=int, help="independent seeds trained together (vmapped)")
+    parser.add_argument("--num-envs", type=int, help="parallel envs per seed")
+
+
 def make_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the `jaxrl-fast` command."""
     parser = argparse.ArgumentParser(prog="jaxrl-fast", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train DQN agents in one compiled program")
-    t.add_argument("--preset", default=presets.DEFAULT, help=f"one of {', '.join(presets.names())}")
-    t.add_argument("--env", help="env name (see `jaxrl-fast envs`); overrides the preset's")
-    t.add_argument("--seeds", type=int, help="independent seeds trained together (vmapped)")
+    _add_run_args(t)
     t.add_argument("--seed", type=int, help="base random seed")
-    t.add_argument("--num-envs", type=int, help="parallel envs per seed")
     t.add_argument("--total-env-steps", type=int, help="env steps per seed, prefill included")
     t.add_argument("--learning-starts", type=int, help="env steps before the first update")
     t.add_argument("--num-chunks", type=int, help="host calls (progress updates) per run")
@@ -118,6 +174,34 @@ def make_parser() -> argparse.ArgumentParser:
         "default ~/.cache/jaxrl_fast/xla)",
     )
     t.set_defaults(func=_train)
+    m = sub.add_parser(
+        "plan",
+        help="show replay memory per tier (L1/L2/L3) and whether it fits; compiles nothing",
+    )
+    _add_run_args(m)
+    m.add_argument(
+        "--capacity",
+        type=_int_or_text,
+        help='L2 rows per seed, or a share of free device memory: "auto:0.3", small, medium, large',
+    )
+    m.add_argument("--batch-size", type=int, help="transitions per gradient step")
+    m.add_argument("--n-step", type=int, help="steps summed into each target")
+    m.add_argument(
+        "--prioritised", action="store_true", default=None, help="prioritised replay (PER)"
+    )
+    m.add_argument("--sampler", help="PER sampler: auto, sum_tree or cumsum")
+    m.add_argument("--l3", help="third tier: off, host (RAM) or disk (memory-mapped files)")
+    m.add_argument("--l3-capacity", type=int, help="L3 rows per seed")
+    m.add_argument("--l3-share", type=float, help="share of each batch drawn from L3")
+    m.add_argument("--spill-dir", help="directory for --l3 disk (default: the temp directory)")
+    m.add_argument("--spill-block", type=_int_or_text, help="bytes per spill: 4MB, 8MB or 16MB")
+    m.add_argument(
+        "--device-memory",
+        help="free device memory to plan for, e.g. 16GB, 16GiB, 512MB, 1e9 (default: ask the "
+        "first JAX device; host RAM on a CPU)",
+    )
+    m.add_argument("--json", action="store_true", help="print the plan as JSON")
+    m.set_defaults(func=_plan)
     p = sub.add_parser("presets", help="list presets")
     p.set_defaults(func=_presets)
     e = sub.add_parser("envs", help="list env names")

@@ -110,7 +110,8 @@ class ReplayConfig:
       l3_capacity: rows per seed held by L3 (its FIFO horizon).
       l3_share: share of each batch drawn from L3 (rows already evicted from L2).
       spill_dir: directory for "disk" L3 files; must exist and be writable.
-      spill_block: bytes per spill call: "4MB", "8MB", "16MB" or an int.
+      spill_block: bytes per spill call (all seeds): "4MB", "8MB", "16MB" (MiB: 2**20 bytes)
+        or an int. The block is also bounded by L2: at most about half of it.
       keep_spill: keep the L3 files after training (default: removed).
     """
 

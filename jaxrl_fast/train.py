@@ -123,7 +123,7 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
         truncated=jax.ShapeDtypeStruct((n,), bool),
         reset=jax.ShapeDtypeStruct((n,), bool),
     )
-    config = resolve_capacity(config)
+    config = resolve_capacity(config, spec=spec)
     buffer = make_buffer(
         config.replay,
         example,

@@ -89,3 +89,68 @@ def test_compile_cache_rejects_unwritable_dir(tmp_path):
     blocker.write_text("x")
     with pytest.raises(ValueError, match="cannot be created"):
         compile_cache.enable(str(blocker / "sub"))
+
+
+# ---- jaxrl-fast plan (compiles nothing) ------------------------------------------------------
+
+T4 = ["plan", "--preset", "minatar-breakout", "--capacity", "1000000", "--device-memory", "16GB"]
+# Breakout-MinAtar: (10, 10, 4) float32 obs -> 1,614 bytes per L2 row; 16 envs.
+
+
+def test_cli_plan_t4_fits_with_8_seeds(capsys):
+    assert main([*T4, "--seeds", "8"]) == 0
+    out = capsys.readouterr().out
+    # 8 x (1,000,000 x 1,614 + 16 x 1,611) = 12.91 GB of 16 GB.
+    assert "1,000,000" in out and "12.91 GB" in out and "16.00 GB available (given)" in out
+    assert "fits (80.7% used)" in out and "does NOT fit" not in out
+
+
+def test_cli_plan_t4_does_not_fit_with_16_seeds(capsys):
+    assert main([*T4, "--seeds", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "does NOT fit (9.82 GB short)" in out
+
+
+def test_cli_plan_json_parses(capsys):
+    code = main(["plan", "--capacity", "medium", "--device-memory", "1e6", "--json"])
+    assert code == 0
+    plan = json.loads(capsys.readouterr().out)
+    # CartPole: (500,000 - 270 L1 bytes) / 30 bytes per row, rounded down to 10 envs.
+    assert plan["share"] == 0.5 and plan["l2_rows"] == 16_650 and plan["row_bytes"] == 30
+    assert plan["device_memory"] == 10**6 and plan["memory_source"] == "given"
+    assert plan["fits"] is True and plan["device_bytes"] == 16_650 * 30 + 270
+
+
+def test_cli_plan_replay_options(capsys, tmp_path):
+    args = ["plan", "--capacity", "8000", "--seeds", "2", "--prioritised", "--n-step", "3"]
+    args += ["--l3", "disk", "--l3-capacity", "16000", "--spill-dir", str(tmp_path)]
+    assert main([*args, "--device-memory", "16GiB", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["device_memory"] == 16 * 2**30
+    assert plan["sampler"] == "cumsum" and plan["bytes_per_transition"] == 34
+    assert plan["l1_rows"] == 30 and plan["l3"] == "disk" and plan["l3_rows"] == 16_000
+    assert plan["l3_bytes"] == 16_000 * 2 * 30 and plan["spill_block_slots"] == 200
+
+
+def test_cli_plan_bad_device_memory(capsys):
+    assert main(["plan", "--device-memory", "16XB"]) == 2
+    err = capsys.readouterr().err
+    assert "--device-memory: byte size '16XB' is not allowed" in err and "16GiB" in err
+
+
+def test_cli_plan_share_too_small_names_field(capsys):
+    assert main(["plan", "--capacity", "auto:0.3", "--device-memory", "1kB"]) == 2
+    err = capsys.readouterr().err
+    assert "ReplayConfig.capacity='auto:0.3'" in err and "4,170 bytes" in err
+
+
+def test_cli_plan_bad_capacity_names_field(capsys):
+    assert main(["plan", "--capacity", "huge", "--device-memory", "16GB"]) == 2
+    assert "ReplayConfig.capacity='huge' is not allowed" in capsys.readouterr().err
+
+
+def test_cli_plan_defaults_to_the_device(capsys):
+    assert main(["plan", "--json"]) == 0  # CPU here: host RAM
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["memory_source"] == "host RAM (MemAvailable)" and plan["device_memory"] > 0
+    assert plan["l2_rows"] == 10_000 and plan["capacity"] == 10_000  # the cartpole preset's

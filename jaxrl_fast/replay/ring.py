@@ -25,6 +25,8 @@ import numpy as np
 
 from jaxrl_fast.types import Array, Batch, PRNGKey
 
+MAX_ROWS = 2**30  # flat row indices and sum-tree nodes (2 x rows) stay within int32
+
 
 class StoredRow(NamedTuple):
     """What L1 commits to L2 for one env (leading `[E]` axis when added).
@@ -101,6 +103,11 @@ def make_ring(
         raise ValueError(
             f"ReplayConfig.capacity={capacity} is not allowed; expected a multiple of "
             f"num_envs={num_envs} of at least {(n_step + 1) * num_envs} (n_step + 1 slots)."
+        )
+    if capacity > MAX_ROWS:
+        raise ValueError(
+            f"ReplayConfig.capacity={capacity} is not allowed; expected at most {MAX_ROWS} rows "
+            f"per seed (row indices are int32)."
         )
     slots = capacity // num_envs
     obs_shape = tuple(obs_shape)

@@ -361,12 +361,19 @@ def make_buffer(
         if state.l3 is None:
             return {}
         l3 = state.l3
+        seeds = l3.from_l3.shape[0] if l3.from_l3.ndim else 1
+        row = row_bytes(obs_shape, obs_dtype)
+        read_row = 2 * (row - 14) + 16  # obs, next_obs, action, reward, discount, weight
         return {
             "l3_rows_sampled": l3.from_l3,
             "rows_sampled": l3.drawn,
             "blocks_spilled": l3.spilled // layout.block,
             "l3_rows": jnp.minimum(l3.spilled, layout.slots) * num_envs,
             "l3_read_calls": l3.fetches,
+            # float32 totals over all seeds (int32 would overflow past 2 GiB)
+            "l3_bytes_written": l3.spilled.astype(jnp.float32) * (num_envs * seeds * row),
+            "l3_bytes_read": l3.fetches.astype(jnp.float32)
+            * (layout.batches * b3 * seeds * read_row),
         }
 
     state_axes = ReplayState(

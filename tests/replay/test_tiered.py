@@ -39,7 +39,7 @@ def _config(**changes):
         l3="host",
         l3_capacity=T3 * E,
         l3_share=0.5,
-        spill_block=10 * E * S * 19,  # 10 slots per spill (19 bytes per CartPole-sized row)
+        spill_block=10 * E * S * 19,  # 10 slots per spill (19 > 18 bytes per row)
     )
     return ReplayConfig(**{**base, **changes})
 
@@ -98,6 +98,9 @@ def test_counters_match_store(tiered_run):
     assert store.blocks_written == m["blocks_spilled"] == spilled[-1] // 10
     assert store.slots_written == spilled[-1]  # every slot written once: no loss, no duplicate
     assert m["l3_rows"] == min(spilled[-1], T3) * E
+    assert m["l3_bytes_written"] == store.bytes_written  # 18 bytes per row, all seeds
+    assert m["l3_bytes_read"] >= store.bytes_read > 0  # the device counts requests, the host
+    # counts rows that were valid requests when gathered (the first read call has none)
 
 
 def test_l3_content_is_every_slot_up_to_its_horizon(tiered_run):

@@ -1,0 +1,513 @@
+"""Replay sizing: resolve a memory-share capacity to L2 rows and plan each tier's memory.
+
+`ReplayConfig.capacity` may be a share of free device memory ("auto:0.3", or the presets
+"small" = 30%, "medium" = 50%, "large" = 70%; DESIGN §4). `resolve_capacity` turns it into the
+largest number of L2 rows that fits: per seed, the ring's rows (`ring.row_bytes` each, plus the
+PER sampler's priorities when prioritised) and the L1 staging window must fit in
+`share x free memory / num_seeds`. `plan` reports the bytes of every tier (the `jaxrl-fast plan`
+command prints it). Nothing here compiles: the env's observation shape comes from its spec.
+
+Byte units follow SI for kB/MB/GB/TB (powers of 1000) and IEC for KiB/MiB/GiB/TiB (powers of
+1024), in `parse_bytes` and in the rendered plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import shutil
+from typing import Any
+
+import numpy as np
+
+from jaxrl_fast.config import TrainConfig, capacity_share
+from jaxrl_fast.replay import prioritised, sum_tree
+from jaxrl_fast.replay.ring import MAX_ROWS, row_bytes
+from jaxrl_fast.replay.tiered import plan_l3
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_SIZE = re.compile(r"^\s*((?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+# L1 holds raw `Transition`s: obs, int32 action, float32 reward, bools terminated/truncated/reset.
+_STEP_EXTRA_BYTES = 4 + 4 + 1 + 1 + 1
+# The conventional layout (baseline.py): obs, next_obs, int32 action, float32 reward, bool done.
+_NAIVE_EXTRA_BYTES = 4 + 4 + 1
+# An L3 prefetched row on device is a `Batch` row: obs, next_obs, action, reward, discount,
+# weight, index (4 bytes each but the observations).
+_BATCH_EXTRA_BYTES = 5 * 4
+
+
+def parse_bytes(size: str | int) -> int:
+    """Parse a byte size such as "16GB", "16GiB", "512MB", "1e9" or an int.
+
+    Args:
+      size: a positive number with an optional unit: B, kB, MB, GB, TB (powers of 1000) or
+        KiB, MiB, GiB, TiB (powers of 1024), case-insensitive.
+
+    Returns:
+      The size in bytes (rounded down).
+
+    Raises:
+      ValueError: not a positive size with a known unit.
+
+    Examples:
+      >>> parse_bytes("16GB"), parse_bytes("16GiB"), parse_bytes("1e9"), parse_bytes("512 MB")
+      (16000000000, 17179869184, 1000000000, 512000000)
+    """
+    allowed = (
+        "a positive number with an optional unit, e.g. 16GB, 16GiB, 512MB or 1e9 (kB/MB/GB/TB "
+        "are powers of 1000, KiB/MiB/GiB/TiB powers of 1024)"
+    )
+    if isinstance(size, int) and not isinstance(size, bool):
+        if size > 0:
+            return size
+        raise ValueError(f"byte size {size!r} is not allowed; expected {allowed}.")
+    match = _SIZE.match(size) if isinstance(size, str) else None
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _UNITS:
+        raise ValueError(f"byte size {size!r} is not allowed; expected {allowed}.")
+    value = float(match.group(1)) * _UNITS[unit]
+    if not (math.isfinite(value) and value >= 1):
+        raise ValueError(f"byte size {size!r} is not allowed; expected {allowed}.")
+    return int(value)
+
+
+def host_available_memory() -> int:
+    """Host RAM available to a new allocation: `MemAvailable` of /proc/meminfo, in bytes.
+
+    Falls back to free physical pages (`os.sysconf`) where /proc/meminfo is missing.
+    """
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the file counts kB (KiB)
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def available_memory(device: Any = None) -> tuple[int, str]:
+    """Free memory of `device` in bytes and where the number came from.
+
+    A GPU or TPU reports `bytes_limit - bytes_in_use` through `device.memory_stats()`; a CPU
+    device uses host RAM (`host_available_memory`).
+
+    Args:
+      device: a `jax.Device`; None means `jax.devices()[0]`.
+
+    Returns:
+      `(bytes, source)`, e.g. `(15_000_000_000, "cuda:0 memory_stats")`.
+
+    Raises:
+      ValueError: an accelerator without memory statistics.
+    """
+    if device is None:
+        import jax
+
+        device = jax.devices()[0]
+    if getattr(device, "platform", "cpu") == "cpu":
+        return host_available_memory(), "host RAM (MemAvailable)"
+    stats = device.memory_stats()
+    if not stats or "bytes_limit" not in stats:
+        raise ValueError(
+            f"cannot read the free memory of {device} (memory_stats() has no bytes_limit); set "
+            f"ReplayConfig.capacity to a number of rows, or give device_memory explicitly."
+        )
+    return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0)), f"{device} memory_stats"
+
+
+def priority_bytes(rows: int, sampler: str) -> int:
+    """Device bytes of the PER priorities over `rows` L2 rows.
+
+    Args:
+      rows: L2 rows of one seed.
+      sampler: "cumsum" (one float32 per row) or "sum_tree" (`2 x num_leaves(rows)` float32).
+
+    Examples:
+      >>> priority_bytes(1000, "cumsum"), priority_bytes(1000, "sum_tree")
+      (4000, 8192)
+    """
+    if sampler == "sum_tree":
+        return 2 * sum_tree.num_leaves(rows) * 4
+    if sampler == "cumsum":
+        return 4 * rows
+    raise ValueError(f"sampler={sampler!r} is not allowed; expected 'cumsum' or 'sum_tree'.")
+
+
+def staging_bytes(obs_shape: tuple[int, ...], obs_dtype: Any, *, n_step: int, num_envs: int) -> int:
+    """Device bytes of one seed's L1 staging window: `n_step x num_envs` raw steps.
+
+    Examples:
+      >>> staging_bytes((4,), "float32", n_step=3, num_envs=10)  # 30 x (16 + 11)
+      810
+    """
+    obs = math.prod(obs_shape) * np.dtype(obs_dtype).itemsize
+    return n_step * num_envs * (obs + _STEP_EXTRA_BYTES)
+
+
+def seed_device_bytes(
+    rows: int,
+    obs_shape: tuple[int, ...],
+    obs_dtype: Any,
+    *,
+    num_envs: int,
+    n_step: int = 1,
+    prioritised_sampler: str | None = None,
+) -> int:
+    """Device bytes of one seed's L1 window and `rows`-row L2 ring (with priorities).
+
+    Args:
+      rows: L2 rows.
+      obs_shape, obs_dtype: one observation.
+      num_envs, n_step: the L1 window is `n_step x num_envs` steps.
+      prioritised_sampler: "cumsum", "sum_tree", "auto" (resolved for `rows`), or None when
+        sampling is uniform (no priorities).
+
+    Examples:
+      >>> seed_device_bytes(1000, (4,), "float32", num_envs=10)  # 1000 x 30 + 10 x 27
+      30270
+      >>> seed_device_bytes(1000, (4,), "float32", num_envs=10, prioritised_sampler="cumsum")
+      34270
+    """
+    total = rows * row_bytes(obs_shape, obs_dtype)
+    total += staging_bytes(obs_shape, obs_dtype, n_step=n_step, num_envs=num_envs)
+    if prioritised_sampler is not None:
+        total += priority_bytes(rows, prioritised.resolve_sampler(prioritised_sampler, rows))
+    return total
+
+
+def _obs_spec(config: TrainConfig, spec: Any) -> tuple[tuple[int, ...], Any]:
+    if spec is None:
+        from jaxrl_fast.envs import make_env
+
+        spec = make_env(config.env.name, config.env.num_envs).spec  # traces nothing heavy
+    return tuple(spec.obs_shape), np.dtype(spec.obs_dtype)
+
+
+def _memory(device: Any, device_memory: int | None) -> tuple[int, str]:
+    if device_memory is None:
+        return available_memory(device)
+    if isinstance(device_memory, bool) or not isinstance(device_memory, int) or device_memory < 1:
+        raise ValueError(f"device_memory={device_memory!r} is not allowed; expected bytes > 0.")
+    return device_memory, "given"
+
+
+def _fmt(n: float) -> str:
+    """`n` bytes with an SI unit: "512 B", "30.27 kB", "1.61 GB"."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _rows_for_share(
+    config: TrainConfig,
+    obs_shape: tuple[int, ...],
+    obs_dtype: Any,
+    share: float,
+    memory: int,
+    source: str,
+) -> int:
+    """The most L2 rows per seed (a multiple of num_envs) that fit in `share x memory`."""
+    replay, e, seeds = config.replay, config.env.num_envs, config.num_seeds
+    sampler = replay.sampler if replay.prioritised else None
+
+    def need(rows: int) -> int:
+        return seed_device_bytes(
+            rows,
+            obs_shape,
+            obs_dtype,
+            num_envs=e,
+            n_step=replay.n_step,
+            prioritised_sampler=sampler,
+        )
+
+    budget = int(share * memory) // seeds
+    lo = max(replay.n_step + 1, -(-replay.batch_size // e))  # slots; batch_size rounded up
+    if need(lo * e) > budget:
+        raise ValueError(
+            f"ReplayConfig.capacity={replay.capacity!r} is not allowed here: a share of "
+            f"{share:g} x {_fmt(memory)} free memory ({source}) / {seeds} seed(s) = "
+            f"{_fmt(budget)} per seed, but the minimum L2 of {lo * e} rows (max of (n_step + 1) "
+            f"x num_envs and batch_size) with its L1 window needs {need(lo * e):,} bytes per "
+            f"seed ({need(lo * e) * seeds:,} bytes in all). Use a larger share, fewer seeds or "
+            f"envs, or an int capacity."
+        )
+    # need() grows with rows (the sum tree has at least as many bytes per row as cumsum), so
+    # bisect on slots for the largest that fits.
+    hi = max(lo, min(budget // (row_bytes(obs_shape, obs_dtype) * e), MAX_ROWS // e))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if need(mid * e) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo * e
+
+
+def resolve_capacity(
+    config: TrainConfig,
+    *,
+    device: Any = None,
+    device_memory: int | None = None,
+    spec: Any = None,
+) -> TrainConfig:
+    """Return `config` with `replay.capacity` as a number of L2 rows per seed.
+
+    An int capacity is returned unchanged. A share ("auto:0.3", "small", "medium", "large")
+    becomes the largest multiple of `env.num_envs` whose L2 ring (with PER priorities) and L1
+    staging window, for all `num_seeds` seeds, fit in `share x free memory`; at least
+    `(n_step + 1) x num_envs` rows and at least `batch_size`, at most `MAX_ROWS`.
+
+    Args:
+      config: the run; `config.replay.capacity` an int or a share string.
+      device: where L2 lives; None means `jax.devices()[0]`. Read only when `device_memory` is
+        None: a GPU/TPU's `memory_stats()` (`bytes_limit - bytes_in_use`), host RAM on a CPU.
+      device_memory: free memory in bytes, instead of asking the device.
+      spec: the env's `EnvSpec`; None builds it from `config.env` (no compilation).
+
+    Returns:
+      A copy of `config` with an int `replay.capacity`.
+
+    Raises:
+      ValueError: even the minimum capacity does not fit (the message names
+        `ReplayConfig.capacity`, the share, the memory found and the bytes needed), or the
+        device's free memory cannot be read.
+
+    Examples:
+      >>> cfg = TrainConfig().replace(replay={"capacity": "auto:0.5"})  # CartPole, 10 envs
+      >>> resolve_capacity(cfg, device_memory=10**6).replay.capacity  # (500_000 - 270) // 30
+      16650
+    """
+    share = capacity_share(config.replay.capacity)
+    if share is None:
+        return config
+    obs_shape, obs_dtype = _obs_spec(config, spec)
+    memory, source = _memory(device, device_memory)
+    rows = _rows_for_share(config, obs_shape, obs_dtype, share, memory, source)
+    return config.replace(replay={"capacity": rows})
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Memory of each replay tier for one run. Rows are per seed; bytes cover all seeds.
+
+    Attributes:
+      env, obs_shape, obs_dtype, num_envs, num_seeds, n_step: the run.
+      capacity: `ReplayConfig.capacity` as configured (an int or a share string).
+      share: the memory share asked for, or None for an int capacity.
+      sampler: the PER sampler used ("cumsum" or "sum_tree"), None when uniform.
+      row_bytes: bytes of one L2 row (observation stored once).
+      bytes_per_transition: `row_bytes` plus the priority bytes per row.
+      naive_row_bytes: bytes per transition storing `obs` and `next_obs` (baseline layout).
+      l1_rows, l2_rows, l3_rows: rows per seed of the staging window, the ring and L3.
+      l1_bytes, l2_bytes, l3_bytes: bytes over all seeds (L2 includes the priorities).
+      naive_l2_bytes: what `l2_rows` would take in the baseline layout.
+      l3: "off", "host" or "disk"; l3_where says where, in words.
+      spill_block_slots: slots per spill call (`tiered.plan_l3`), None when L3 is off.
+      spill_block_bytes: bytes moved per spill call, None when L3 is off.
+      l3_prefetch_bytes: device bytes of the rows prefetched from L3 (all seeds).
+      l3_available: free host RAM (host) or disk space (disk) for L3; None when unknown.
+      device_memory, memory_source: free device memory in bytes and where it came from.
+      device_bytes: L1 + L2 + L3 prefetch bytes on the device.
+      fits: `device_bytes <= device_memory`.
+    """
+
+    env: str
+    obs_shape: tuple[int, ...]
+    obs_dtype: str
+    num_envs: int
+    num_seeds: int
+    n_step: int
+    capacity: int | str
+    share: float | None
+    sampler: str | None
+    row_bytes: int
+    bytes_per_transition: float
+    naive_row_bytes: int
+    l1_rows: int
+    l2_rows: int
+    l3_rows: int
+    l1_bytes: int
+    l2_bytes: int
+    l3_bytes: int
+    naive_l2_bytes: int
+    l3: str
+    l3_where: str
+    spill_block_slots: int | None
+    spill_block_bytes: int | None
+    l3_prefetch_bytes: int
+    l3_available: int | None
+    device_memory: int
+    memory_source: str
+    device_bytes: int
+    fits: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the plan as JSON-ready data."""
+        out = dataclasses.asdict(self)
+        out["obs_shape"] = list(self.obs_shape)
+        return out
+
+    def render(self) -> str:
+        """Return the plan as a text table."""
+        obs = f"obs {self.obs_shape} {self.obs_dtype}"
+        lines = [
+            f"replay plan: {self.env}, {obs}, {self.num_envs} envs x {self.num_seeds} seed(s), "
+            f"n_step {self.n_step}"
+        ]
+        if self.share is None:
+            lines.append(f"L2 capacity: {self.l2_rows:,} rows per seed")
+        else:
+            lines.append(
+                f"L2 capacity: {self.capacity!r} -> {self.l2_rows:,} rows per seed "
+                f"({self.share:.0%} of {_fmt(self.device_memory)})"
+            )
+            if self.l2_rows + self.num_envs > MAX_ROWS:
+                lines.append(f"  capped at MAX_ROWS={MAX_ROWS:,} (int32 row and tree indices)")
+        extra = self.bytes_per_transition - self.row_bytes
+        per = f" + priorities ({self.sampler}) {extra:.2f} B" if self.sampler else ""
+        lines += [
+            f"bytes per transition: {self.bytes_per_transition:,.2f} (L2 row {self.row_bytes:,} B, "
+            f"obs stored once{per})",
+            f"  storing obs and next_obs instead: {self.naive_row_bytes:,} B per transition, "
+            f"{_fmt(self.naive_l2_bytes)} for L2 ({self.naive_row_bytes / self.row_bytes:.2f}x)",
+            "",
+            f"{'tier':<6}{'where':<28}{'rows/seed':>14}{'bytes (all seeds)':>20}",
+            f"{'L1':<6}{'device (staging)':<28}{self.l1_rows:>14,}{_fmt(self.l1_bytes):>20}",
+            f"{'L2':<6}{'device (ring)':<28}{self.l2_rows:>14,}{_fmt(self.l2_bytes):>20}",
+        ]
+        if self.l3 == "off":
+            lines.append(f"{'L3':<6}{'off':<28}{'-':>14}{'-':>20}")
+        else:
+            lines.append(
+                f"{'L3':<6}{self.l3_where:<28}{self.l3_rows:>14,}{_fmt(self.l3_bytes):>20}"
+            )
+            lines.append(
+                f"  spill block: {self.spill_block_slots} slots "
+                f"({self.spill_block_slots * self.num_envs:,} rows per seed, "
+                f"{_fmt(self.spill_block_bytes)} per spill call)"
+            )
+            if self.l3_prefetch_bytes:
+                lines.append(f"  L3 rows prefetched on device: {_fmt(self.l3_prefetch_bytes)}")
+            if self.l3_available is not None:
+                room = "fits" if self.l3_bytes <= self.l3_available else "does NOT fit"
+                lines.append(f"  L3 {room} in {_fmt(self.l3_available)} free {self.l3_where}")
+        short = self.device_bytes - self.device_memory
+        verdict = (
+            f"fits ({self.device_bytes / self.device_memory:.1%} used)"
+            if self.fits
+            else f"does NOT fit ({_fmt(short)} short)"
+        )
+        lines += [
+            "",
+            f"device: {_fmt(self.device_bytes)} needed, {_fmt(self.device_memory)} available "
+            f"({self.memory_source}): {verdict}",
+        ]
+        return "\n".join(lines)
+
+
+def plan(
+    config: TrainConfig,
+    *,
+    device: Any = None,
+    device_memory: int | None = None,
+    spec: Any = None,
+) -> Plan:
+    """Plan the replay memory of `config`: rows and bytes of L1, L2 and L3.
+
+    Args:
+      config: the run; a share capacity is resolved as `resolve_capacity` does.
+      device, device_memory, spec: as for `resolve_capacity`.
+
+    Returns:
+      A `Plan`; `plan(...).render()` is the table `jaxrl-fast plan` prints.
+
+    Raises:
+      ValueError: from `resolve_capacity`, or an L3 layout `tiered.plan_l3` rejects.
+
+    Examples:
+      >>> p = plan(TrainConfig(), device_memory=10**9)  # CartPole, 10 envs, 10,000 rows
+      >>> p.row_bytes, p.l2_bytes, p.naive_row_bytes, p.fits
+      (30, 300000, 41, True)
+    """
+    obs_shape, obs_dtype = _obs_spec(config, spec)
+    memory, source = _memory(device, device_memory)
+    share = capacity_share(config.replay.capacity)
+    rows = config.replay.capacity
+    if share is not None:
+        rows = _rows_for_share(config, obs_shape, obs_dtype, share, memory, source)
+    replay = dataclasses.replace(config.replay, capacity=rows)
+    e, seeds, n = config.env.num_envs, config.num_seeds, replay.n_step
+    row = row_bytes(obs_shape, obs_dtype)
+    obs_bytes = math.prod(obs_shape) * obs_dtype.itemsize
+    sampler = prioritised.resolve_sampler(replay.sampler, rows) if replay.prioritised else None
+    prio = priority_bytes(rows, sampler) if sampler else 0
+    l1 = staging_bytes(obs_shape, obs_dtype, n_step=n, num_envs=e)
+    layout = plan_l3(
+        replay,
+        num_envs=e,
+        num_seeds=seeds,
+        obs_shape=obs_shape,
+        obs_dtype=obs_dtype,
+        sync_every=config.collect_steps_per_block,
+        updates_per_sync=config.updates_per_block,
+    )
+    l3_rows = replay.l3_capacity if layout is not None else 0
+    l3_bytes = l3_rows * seeds * row
+    prefetch = 0
+    where, available = "off", None
+    if layout is not None:
+        prefetch = seeds * layout.batches * layout.rows * (2 * obs_bytes + _BATCH_EXTRA_BYTES)
+        if replay.l3 == "host":
+            where, available = "host RAM", host_available_memory()
+        else:
+            where = f"disk ({replay.spill_dir})"
+            if os.path.isdir(replay.spill_dir):
+                available = shutil.disk_usage(replay.spill_dir).free
+    l2_bytes = seeds * (rows * row + prio)
+    device_bytes = seeds * l1 + l2_bytes + prefetch
+    return Plan(
+        env=config.env.name,
+        obs_shape=obs_shape,
+        obs_dtype=obs_dtype.name,
+        num_envs=e,
+        num_seeds=seeds,
+        n_step=n,
+        capacity=config.replay.capacity,
+        share=share,
+        sampler=sampler,
+        row_bytes=row,
+        bytes_per_transition=row + prio / rows,
+        naive_row_bytes=2 * obs_bytes + _NAIVE_EXTRA_BYTES,
+        l1_rows=n * e,
+        l2_rows=rows,
+        l3_rows=l3_rows,
+        l1_bytes=seeds * l1,
+        l2_bytes=l2_bytes,
+        l3_bytes=l3_bytes,
+        naive_l2_bytes=seeds * rows * (2 * obs_bytes + _NAIVE_EXTRA_BYTES),
+        l3=replay.l3,
+        l3_where=where,
+        spill_block_slots=None if layout is None else layout.block,
+        spill_block_bytes=None if layout is None else layout.block * e * seeds * row,
+        l3_prefetch_bytes=prefetch,
+        l3_available=available,
+        device_memory=memory,
+        memory_source=source,
+        device_bytes=device_bytes,
+        fits=device_bytes <= memory,
+    )
