@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from typing import Sequence
 
 from jaxrl_fast import presets
@@ -33,6 +34,8 @@ _REPLAY_FIELDS = (
 
 
 def _build_config(args: argparse.Namespace):
+    if getattr(args, "l3", None) == "disk" and getattr(args, "spill_dir", None) is None:
+        args.spill_dir = tempfile.gettempdir()  # where L3 files go by default
     config = presets.get(args.preset)
     changes: dict = {}
     env_changes: dict = {}
@@ -101,6 +104,14 @@ def _train(args: argparse.Namespace) -> int:
         f"eval {result.eval_time_s:.1f}s)  {result.env_steps_per_s:,.0f} env-steps/s over all seeds"
         f" on {result.num_devices} device(s)"
     )
+    replay = result.history[-1].get("replay")
+    if replay:
+        hit = ", ".join(f"{100 * h:.1f}%" for h in replay["l2_hit_rate"])
+        print(
+            f"replay L3: {replay['blocks_spilled']} blocks spilled "
+            f"({replay['l3_bytes_written'] / 2**20:,.1f} MiB), {replay['l3_read_calls']} read "
+            f"calls, L3 holds {replay['l3_rows']:,} rows per seed; L2 hit rate (last chunk) {hit}"
+        )
     if args.out is not None:
         path = os.path.join(args.out, "summary.json")
         with open(path, "w") as f:
@@ -112,8 +123,6 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    import tempfile
-
     from jaxrl_fast.replay import sizing
 
     memory = None
@@ -122,8 +131,6 @@ def _plan(args: argparse.Namespace) -> int:
             memory = sizing.parse_bytes(args.device_memory)
         except ValueError as err:
             raise ValueError(f"--device-memory: {err}") from None
-    if args.l3 == "disk" and args.spill_dir is None:
-        args.spill_dir = tempfile.gettempdir()  # where L3 files would go by default
     config = _build_config(args)
     result = sizing.plan(config, device_memory=memory)
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.render())
@@ -154,6 +161,28 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-envs", type=int, help="parallel envs per seed")
 
 
+def _add_replay_args(parser: argparse.ArgumentParser) -> None:
+    """Add the replay options `train` and `plan` share (they override the preset's)."""
+    parser.add_argument(
+        "--capacity",
+        type=_int_or_text,
+        help='L2 rows per seed, or a share of free device memory: "auto:0.3", small, medium, large',
+    )
+    parser.add_argument("--batch-size", type=int, help="transitions per gradient step")
+    parser.add_argument("--n-step", type=int, help="steps summed into each target")
+    parser.add_argument(
+        "--prioritised", action="store_true", default=None, help="prioritised replay (PER)"
+    )
+    parser.add_argument("--sampler", help="PER sampler: auto, sum_tree or cumsum")
+    parser.add_argument("--l3", help="third tier: off, host (RAM) or disk (memory-mapped files)")
+    parser.add_argument("--l3-capacity", type=int, help="L3 rows per seed")
+    parser.add_argument("--l3-share", type=float, help="share of each batch drawn from L3")
+    parser.add_argument("--spill-dir", help="directory for --l3 disk (default: the temp directory)")
+    parser.add_argument(
+        "--spill-block", type=_int_or_text, help="bytes per spill: 4MB, 8MB or 16MB"
+    )
+
+
 def make_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the `jaxrl-fast` command."""
     parser = argparse.ArgumentParser(prog="jaxrl-fast", description=__doc__.split("\n")[0])
@@ -173,28 +202,14 @@ def make_parser() -> argparse.ArgumentParser:
         help="do not use the on-disk compilation cache ($JAXRL_FAST_CACHE_DIR, "
         "default ~/.cache/jaxrl_fast/xla)",
     )
+    _add_replay_args(t)
     t.set_defaults(func=_train)
     m = sub.add_parser(
         "plan",
         help="show replay memory per tier (L1/L2/L3) and whether it fits; compiles nothing",
     )
     _add_run_args(m)
-    m.add_argument(
-        "--capacity",
-        type=_int_or_text,
-        help='L2 rows per seed, or a share of free device memory: "auto:0.3", small, medium, large',
-    )
-    m.add_argument("--batch-size", type=int, help="transitions per gradient step")
-    m.add_argument("--n-step", type=int, help="steps summed into each target")
-    m.add_argument(
-        "--prioritised", action="store_true", default=None, help="prioritised replay (PER)"
-    )
-    m.add_argument("--sampler", help="PER sampler: auto, sum_tree or cumsum")
-    m.add_argument("--l3", help="third tier: off, host (RAM) or disk (memory-mapped files)")
-    m.add_argument("--l3-capacity", type=int, help="L3 rows per seed")
-    m.add_argument("--l3-share", type=float, help="share of each batch drawn from L3")
-    m.add_argument("--spill-dir", help="directory for --l3 disk (default: the temp directory)")
-    m.add_argument("--spill-block", type=_int_or_text, help="bytes per spill: 4MB, 8MB or 16MB")
+    _add_replay_args(m)
     m.add_argument(
         "--device-memory",
         help="free device memory to plan for, e.g. 16GB, 16GiB, 512MB, 1e9 (default: ask the "

@@ -154,3 +154,26 @@ def test_cli_plan_defaults_to_the_device(capsys):
     plan = json.loads(capsys.readouterr().out)
     assert plan["memory_source"] == "host RAM (MemAvailable)" and plan["device_memory"] > 0
     assert plan["l2_rows"] == 10_000 and plan["capacity"] == 10_000  # the cartpole preset's
+
+
+def test_cli_train_with_l3_disk_reports_and_cleans_up(tmp_path, capsys):
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    args = ["train", "--capacity", "200", "--batch-size", "32", "--n-step", "3", "--prioritised"]
+    args += ["--l3", "disk", "--l3-capacity", "2000", "--l3-share", "0.25"]
+    args += ["--spill-dir", str(spill), "--spill-block", "4096", "--out", str(tmp_path / "r")]
+    assert main([*args, *TINY]) == 0
+    printed = capsys.readouterr().out
+    assert "replay L3:" in printed and "L2 hit rate" in printed
+    history = json.loads((tmp_path / "r" / "history.json").read_text())
+    rec = history[-1]["replay"]
+    assert rec["blocks_spilled"] > 0 and rec["l3_read_calls"] > 0
+    assert rec["l2_hit_rate"][0] < 1.0  # some rows came from L3
+    assert os.listdir(spill) == []  # the L3 files are gone after the run
+
+
+def test_cli_train_l3_disk_missing_spill_dir_fails_before_compiling(tmp_path, capsys):
+    missing = str(tmp_path / "nope")
+    args = ["train", "--l3", "disk", "--l3-capacity", "10000", "--l3-share", "0.1"]
+    assert main([*args, "--spill-dir", missing, *TINY]) == 2
+    assert "ReplayConfig.spill_dir" in capsys.readouterr().err
