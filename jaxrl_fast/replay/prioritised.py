@@ -11,8 +11,9 @@ sampled faster in `benchmarks/replay.py` on our CPU (see `benchmarks/results/rep
 
 Neither returns a zero-priority row while the total is positive: the sum tree never descends
 into an empty subtree, and the cumsum sampler searches with `side="right"` for masses strictly
-below the last cumulative sum (adding 0 leaves a float32 cumsum unchanged, so a zero row is
-never the first whose cumsum exceeds the mass).
+below the last cumulative sum, then moves the rare draw that still lands on a zero row (XLA's
+parallel cumsum rounds per position, so a zero row's cumsum can exceed its predecessor's) to the
+nearest positive row.
 """
 
 from __future__ import annotations
@@ -76,8 +77,15 @@ def make_cumsum_sampler(capacity: int) -> Sampler:
     def sample(p: Array, key: PRNGKey, batch_size: int) -> Array:
         c = jnp.cumsum(p)
         mass = _strata(key, batch_size, c[-1])
-        idx = jnp.searchsorted(c, mass, side="right")
-        return jnp.minimum(idx, capacity - 1).astype(jnp.int32)
+        idx = jnp.minimum(jnp.searchsorted(c, mass, side="right"), capacity - 1)
+        # XLA computes cumsum as a parallel scan: a zero row's entry can round above its
+        # predecessor's (and `c` need not be monotone), so a rare draw lands on a zero row.
+        # Move such a draw to the nearest positive row before it, else after it (exact scans).
+        rows = jnp.arange(capacity, dtype=jnp.int32)
+        before = jax.lax.cummax(jnp.where(p > 0, rows, -1))[idx]
+        after = jax.lax.cummin(jnp.where(p > 0, rows, capacity - 1), reverse=True)[idx]
+        snap = jnp.where(before >= 0, before, after)
+        return jnp.where(p[idx] > 0, idx, snap).astype(jnp.int32)
 
     def probability(p: Array, index: Array) -> Array:
         return p[index] / jnp.maximum(jnp.sum(p), 1e-30)

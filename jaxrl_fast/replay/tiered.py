@@ -281,11 +281,17 @@ def make_buffer(
     def update_priorities(state: ReplayState, index: Array, td_error: Array) -> ReplayState:
         priorities, max_p = state.priorities, state.max_priority
         if per:
-            safe = jnp.maximum(index, 0)
+            # L3 rows (index -1) have no L2 row: point them at one L2 row of the batch with
+            # that row's TD error. A scatter keeps one of the values written to a row, so
+            # clamping them to row 0 with its old priority could undo row 0's update.
+            anchor = jnp.argmax(index)  # an L2 row of the batch, if it has one
+            row = jnp.where(index >= 0, index, index[anchor])
+            td = jnp.where(index >= 0, td_error, td_error[anchor])
+            safe = jnp.maximum(row, 0)
             current = sampler.priorities(priorities)[safe]
-            new = to_priority(td_error.astype(jnp.float32))
+            new = to_priority(td.astype(jnp.float32))
             # Only rows that are live (priority > 0) and came from L2 (index >= 0) change.
-            live = jnp.logical_and(index >= 0, current > 0)
+            live = jnp.logical_and(row >= 0, current > 0)
             priorities = sampler.set(priorities, safe, jnp.where(live, new, current))
             max_p = jnp.maximum(max_p, jnp.max(jnp.where(live, new, 0.0)))
         l3 = state.l3
