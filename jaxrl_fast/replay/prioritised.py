@@ -40,8 +40,13 @@ class Sampler(NamedTuple):
       sample: `(state, key, batch_size) -> index [B]` int32, stratified: one draw in each of
         `B` equal slices of the total mass (meaningless while the total is 0).
       probability: `(state, index [B]) -> [B]` float32, `priority / total`.
+      draw: `(state, key, batch_size) -> (index [B], priority [B])`: `sample` plus the drawn
+        rows' priorities in one pass. The sum tree reads them during its descent, which lets
+        a following `set` update the tree in place instead of copying it.
       total: `state -> []` float32.
       priorities: `state -> [capacity]` float32.
+      get: `(state, index [B]) -> [B]` float32, the priorities of rows `index` (no copy of
+        the whole array).
     """
 
     name: str
@@ -49,8 +54,10 @@ class Sampler(NamedTuple):
     set: Callable[[Array, Array, Array], Array]
     sample: Callable[[Array, PRNGKey, int], Array]
     probability: Callable[[Array, Array], Array]
+    draw: Callable[[Array, PRNGKey, int], tuple[Array, Array]]
     total: Callable[[Array], Array]
     priorities: Callable[[Array], Array]
+    get: Callable[[Array, Array], Array]
 
 
 def _strata(key: PRNGKey, batch_size: int, total: Array) -> Array:
@@ -66,8 +73,10 @@ def make_sum_tree_sampler(capacity: int) -> Sampler:
         set=sum_tree.update,
         sample=sum_tree.sample,
         probability=sum_tree.probabilities,
+        draw=sum_tree.sample_with_priority,
         total=sum_tree.total,
         priorities=lambda tree: sum_tree.leaves(tree, capacity),
+        get=lambda tree, index: tree[index.astype(jnp.int32) + tree.shape[0] // 2],
     )
 
 
@@ -96,8 +105,10 @@ def make_cumsum_sampler(capacity: int) -> Sampler:
         set=lambda p, index, value: p.at[index].set(value.astype(jnp.float32)),
         sample=sample,
         probability=probability,
+        draw=lambda p, key, b: (lambda i: (i, p[i]))(sample(p, key, b)),
         total=jnp.sum,
         priorities=lambda p: p,
+        get=lambda p, index: p[index],
     )
 
 
@@ -140,7 +151,9 @@ def priority_fn(rule: str, alpha: float, eps: float) -> Callable[[Array], Array]
 def importance_weights(probability: Array, num_rows: Array, beta: Array) -> Array:
     """`(N * P(i)) ** -beta`, divided by the batch's largest weight (so all are <= 1).
 
-    Rows with probability 0 (never drawn while the total is positive) get weight 0.
+    Rows with probability 0 (never drawn while the total is positive) get weight 0. After the
+    division `N` and the total cancel: passing raw priorities and `num_rows=1` gives the same
+    weights, which is how `make_buffer` calls it (no read of the total after sampling).
     """
     p = jnp.maximum(probability, 1e-30)
     w = jnp.power(jnp.maximum(num_rows, 1).astype(jnp.float32) * p, -beta)

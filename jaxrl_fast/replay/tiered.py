@@ -254,13 +254,11 @@ def make_buffer(
 
     def sample(state: ReplayState, key: PRNGKey) -> Batch:
         if per:
-            index = sampler.sample(state.priorities, key, batch_size)
+            index, priority = sampler.draw(state.priorities, key, batch_size)
             batch = ring.gather(state.ring, index)
-            prob = sampler.probability(state.priorities, index)
-            rows = ring.sampleable_slots(state.ring) * num_envs
-            w = prioritised.importance_weights(prob, rows, _beta(state.updates))
-            ok = sampler.total(state.priorities) > 0
-            batch = batch._replace(weight=jnp.where(ok, w * batch.weight, 0.0))
+            # (N P_i)^-beta / max_j (N P_j)^-beta: N and the total cancel, priorities suffice.
+            w = prioritised.importance_weights(priority, jnp.float32(1.0), _beta(state.updates))
+            batch = batch._replace(weight=w * batch.weight)  # w = 0 while the total is 0
         else:
             batch = ring.sample_uniform(state.ring, key, batch_size)
         if state.l3 is None or b3 == 0:
@@ -288,7 +286,7 @@ def make_buffer(
             row = jnp.where(index >= 0, index, index[anchor])
             td = jnp.where(index >= 0, td_error, td_error[anchor])
             safe = jnp.maximum(row, 0)
-            current = sampler.priorities(priorities)[safe]
+            current = sampler.get(priorities, safe)
             new = to_priority(td.astype(jnp.float32))
             # Only rows that are live (priority > 0) and came from L2 (index >= 0) change.
             live = jnp.logical_and(row >= 0, current > 0)
