@@ -95,7 +95,6 @@ def find_with_priority(tree: Array, mass: Array) -> tuple[Array, Array]:
     return node - n, priority
 
 
-
 def sample(tree: Array, key: PRNGKey, batch_size: int) -> Array:
     """Draw `batch_size` rows with probability proportional to priority (stratified).
 
@@ -116,6 +115,7 @@ def sample_with_priority(tree: Array, key: PRNGKey, batch_size: int) -> tuple[Ar
     u = (jnp.arange(batch_size) + jax.random.uniform(key, (batch_size,))) / batch_size
     mass = jnp.minimum(u * t, jnp.nextafter(t, jnp.float32(0.0)))
     return find_with_priority(tree, mass)
+
 
 def probabilities(tree: Array, index: Array) -> Array:
     """Sampling probability of rows `index` (`priority / total`)."""
