@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from jaxrl_fast.replay import sum_tree
 from jaxrl_fast.types import Array, PRNGKey
 
-AUTO_SUM_TREE_FROM = 32_768
+AUTO_SUM_TREE_FROM = 1_000
 SAMPLERS = ("sum_tree", "cumsum")
 
 
