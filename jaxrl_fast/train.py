@@ -132,6 +132,7 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
         sync_every=config.collect_steps_per_block,
         updates_per_sync=config.updates_per_block,
         total_updates=config.total_updates,
+        seed=config.seed,
     )
     cpb = config.collect_steps_per_block
     prefill = config.prefill_steps

@@ -81,6 +81,7 @@ class HostStore:
       obs_shape, obs_dtype: one observation.
       spill_dir, keep: for "disk".
       prefetch: hand back each read one call later (see module doc).
+      seed: with the read count, seeds `read_uniform`'s draws (reproducible runs).
     """
 
     def __init__(
@@ -95,11 +96,12 @@ class HostStore:
         spill_dir: str | None = None,
         keep: bool = False,
         prefetch: bool = True,
+        seed: int = 0,
     ) -> None:
         if kind not in ("host", "disk"):
             raise ValueError(f"ReplayConfig.l3={kind!r} is not allowed; expected 'host' or 'disk'.")
         self.kind, self.slots, self.num_envs = kind, slots, num_envs
-        self.num_seeds, self.prefetch, self.keep = num_seeds, prefetch, keep
+        self.num_seeds, self.prefetch, self.keep, self.seed = num_seeds, prefetch, keep, seed
         self.obs_shape, self.obs_dtype = tuple(obs_shape), np.dtype(obs_dtype)
         lead = (num_seeds, slots, num_envs)
         specs = {
@@ -165,6 +167,20 @@ class HostStore:
         if previous is None:  # first call: nothing was requested before
             previous = self._gather(slot, env, np.zeros_like(ok))
         return previous
+
+    def read_uniform(self, fetch, lo, count, *, shape: tuple[int, int]) -> L3Rows:
+        """Request `shape` rows per seed drawn uniformly from the `count` rows from global slot
+        `lo` on (row `u` is slot `lo + u // E`, env `u % E`); returns like `read`.
+
+        The draw uses numpy's PCG64 seeded by `(seed, fetch)`, so a run is reproducible.
+        """
+        fetch, lo, count = int(fetch), int(lo), int(count)
+        full = (self.num_seeds, *shape)
+        if count <= 0:
+            zero = np.zeros(full, np.int64)
+            return self.read(zero, zero, np.zeros(full, bool))
+        u = np.random.default_rng((self.seed, fetch)).integers(0, count, full)
+        return self.read(lo + u // self.num_envs, u % self.num_envs, np.ones(full, bool))
 
     # ---- host-side helpers -------------------------------------------------------------------
     def _wait(self) -> None:

@@ -17,6 +17,7 @@ ahead, `replay/spill.py`). Without L3, `host_sync` is the identity.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -31,6 +32,8 @@ from jaxrl_fast.replay.ring import RING_SEED_AXES, make_ring, row_bytes
 from jaxrl_fast.replay.spill import HostStore
 from jaxrl_fast.types import Array, Batch, PRNGKey, Transition
 
+READ_BATCHES = 16
+
 
 class L3State(NamedTuple):
     """Device-side L3 bookkeeping. Counters are shared by all seeds (seeds add in lockstep)."""
@@ -39,7 +42,6 @@ class L3State(NamedTuple):
     spilled: Array  # [] int32, slots copied to L3 (a multiple of K)
     fetches: Array  # [] int32, read calls made
     cursor: Array  # [] int32, prefetched batches used since the last read call
-    key: PRNGKey  # per seed
     rows: Batch  # per seed, [M, B3, ...] rows for the next M batches (index unused)
     from_l3: Array  # [] float32 per seed, sampled rows served by L3
     drawn: Array  # [] float32 per seed, rows sampled
@@ -115,7 +117,11 @@ def plan_l3(
             f"{4 * sync_every * num_envs * max(1, config.n_step)} and l3_capacity a multiple "
             f"of it."
         )
-    batches = updates_per_sync * (block // sync_every)
+    # Rows for about READ_BATCHES batches per read call. Measured on CPU (benchmarks/
+    # replay_loop.py): the read's cost in the loop is per iteration, not per call (16 or 250
+    # batches per call cost the same), so a short prefetch keeps the carry small and rows fresh.
+    syncs = min(block // sync_every, max(1, READ_BATCHES // updates_per_sync))
+    batches = updates_per_sync * syncs
     return L3Layout(slots=t3, block=block, batches=batches, rows=config.l3_rows_per_batch)
 
 
@@ -129,6 +135,7 @@ def make_buffer(
     updates_per_sync: int = 1,
     total_updates: int | None = None,
     prefetch: bool = True,
+    seed: int = 0,
 ) -> Buffer:
     """Build the buffer a `ReplayConfig` describes.
 
@@ -141,6 +148,7 @@ def make_buffer(
       updates_per_sync: batches sampled between two `host_sync` calls.
       total_updates: batches over the run; PER's beta reaches 1 there (None: beta stays fixed).
       prefetch: L3 reads one call ahead (False: synchronous reads, for tests).
+      seed: seeds the host's draws of L3 rows (with the read count).
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -188,6 +196,7 @@ def make_buffer(
             spill_dir=config.spill_dir,
             keep=config.keep_spill,
             prefetch=prefetch,
+            seed=seed,
         )
     step_example = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), example)
 
@@ -212,7 +221,6 @@ def make_buffer(
                 spilled=zero,
                 fetches=zero,
                 cursor=jnp.asarray(layout.batches, jnp.int32),  # used up: the first sync reads
-                key=jax.random.key(0),
                 rows=_empty_rows(layout.batches),
                 from_l3=jnp.zeros((), jnp.float32),
                 drawn=jnp.zeros((), jnp.float32),
@@ -329,18 +337,8 @@ def make_buffer(
             lo = jnp.maximum(l3.spilled - layout.slots, 0)
             hi = jnp.minimum(l3.committed - ring.slots, l3.spilled - n)
             count = jnp.maximum(hi - lo, 0) * num_envs
-            keys = jax.vmap(jax.random.split)(l3.key)
-            seed_ids = jnp.arange(keys.shape[0], dtype=jnp.uint32)
             shape = (layout.batches, b3)
-
-            def draw(kk, s):  # fold in the seed: seeds start from the same key
-                kk = jax.random.fold_in(kk, s)
-                return jax.random.randint(kk, shape, 0, jnp.maximum(count, 1))
-
-            u = jax.vmap(draw)(keys[:, 1], seed_ids)
-            slot, env = lo + u // num_envs, u % num_envs
-            ok = jnp.broadcast_to(count > 0, slot.shape)
-            s = slot.shape[0]
+            s = l3.from_l3.shape[0]
             out = jax.ShapeDtypeStruct
             shapes = (
                 out((s, *shape, *obs_shape), obs_dtype),
@@ -350,11 +348,12 @@ def make_buffer(
                 out((s, *shape, *obs_shape), obs_dtype),
                 out((s, *shape), jnp.float32),
             )
-            got = io_callback(store.read, shapes, slot, env, ok, ordered=True)
+            # The host draws the rows (`HostStore.read_uniform`, seeded by the read count), which
+            # keeps random-number work out of the compiled loop.
+            read_uniform = functools.partial(store.read_uniform, shape=shape)
+            got = io_callback(read_uniform, shapes, l3.fetches, lo, count, ordered=True)
             rows = Batch(*got, index=jnp.full((s, *shape), -1, jnp.int32))
-            return l3._replace(
-                key=keys[:, 0], rows=rows, cursor=jnp.zeros_like(l3.cursor), fetches=l3.fetches + 1
-            )
+            return l3._replace(rows=rows, cursor=jnp.zeros_like(l3.cursor), fetches=l3.fetches + 1)
 
         if b3 > 0:
             l3 = jax.lax.cond(l3.cursor >= layout.batches, read, lambda s: s, l3)
@@ -393,7 +392,6 @@ def make_buffer(
             spilled=None,
             fetches=None,
             cursor=None,
-            key=0,
             rows=0,
             from_l3=0,
             drawn=0,

@@ -260,3 +260,20 @@ def test_tiered_run_compiles_once_and_learns_probe_chain():
         params = jax.tree.map(lambda x, s=s: x[s], result.runner.seeds.agent.params)
         q = np.asarray(net.apply(params, np.eye(2, dtype=np.float32)))
         np.testing.assert_allclose(q, [expected[0], expected[1]], atol=0.1)
+
+
+def test_read_uniform_is_seeded_and_in_range():
+    kw = dict(num_seeds=2, slots=8, num_envs=2, obs_shape=(1,), obs_dtype=np.float32)
+    a, b, c = (HostStore("host", prefetch=False, seed=s, **kw) for s in (3, 3, 4))
+    for store in (a, b, c):
+        obs = np.arange(2 * 8 * 2, dtype=np.float32).reshape(2, 8, 2, 1)
+        ones = np.ones((2, 8, 2))
+        store.write(0, obs, ones.astype(np.int32), ones, ones, ones.astype(np.int8), ones > 0)
+    ra, rb, rc = (s.read_uniform(5, 2, 8, shape=(3, 4)) for s in (a, b, c))
+    np.testing.assert_array_equal(ra.obs, rb.obs)  # same seed and read count: same rows
+    assert not np.array_equal(ra.obs, rc.obs)
+    slot = (ra.obs[..., 0] % 16) // 2  # obs value = seed * 16 + slot * 2 + env
+    assert ((slot >= 2) & (slot < 6)).all() and ra.weight.all()  # 8 rows = slots 2..5
+    assert not a.read_uniform(6, 0, 0, shape=(3, 4)).weight.any()  # nothing to read yet
+    for s in (a, b, c):
+        s.close()
