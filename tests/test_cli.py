@@ -123,6 +123,7 @@ def test_cli_plan_json_parses(capsys):
 
 def test_cli_plan_replay_options(capsys, tmp_path):
     args = ["plan", "--capacity", "8000", "--seeds", "2", "--prioritised", "--n-step", "3"]
+    args += ["--sampler", "cumsum"]
     args += ["--l3", "disk", "--l3-capacity", "16000", "--spill-dir", str(tmp_path)]
     assert main([*args, "--device-memory", "16GiB", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)

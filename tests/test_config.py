@@ -440,7 +440,8 @@ def test_replace_validates():
 def test_to_dict_is_json_ready():
     cfg = presets.get("cartpole-cleanrl")
     data = json.loads(json.dumps(cfg.to_dict()))
-    assert data["replay"] == {"capacity": 10_000, "batch_size": 128}
+    assert data["replay"]["capacity"] == 10_000 and data["replay"]["batch_size"] == 128
+    assert data["replay"]["l3"] == "off" and data["replay"]["spill_dir"] is None
     assert data["network"]["hidden_sizes"] == [120, 84]
     assert data["dqn"]["max_grad_norm"] is None
     assert data["total_env_steps"] == 500_000

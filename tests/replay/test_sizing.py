@@ -59,8 +59,13 @@ def test_bytes_per_row_cartpole():
 
 
 def test_bytes_per_row_cartpole_with_priorities():
-    cumsum = plan(_cartpole(10_000, replay={"prioritised": True}), device_memory=10**9)
-    assert cumsum.sampler == "cumsum"  # "auto" below AUTO_SUM_TREE_FROM rows
+    auto = plan(_cartpole(10_000, replay={"prioritised": True}), device_memory=10**9)
+    assert auto.sampler == "sum_tree"  # "auto" from AUTO_SUM_TREE_FROM (1,000) rows on
+    small = plan(_cartpole(500, replay={"prioritised": True}), device_memory=10**9)
+    assert small.sampler == "cumsum"  # below it
+    cumsum = plan(
+        _cartpole(10_000, replay={"prioritised": True, "sampler": "cumsum"}), device_memory=10**9
+    )
     assert cumsum.bytes_per_transition == CARTPOLE_ROW + 4
     tree = plan(
         _cartpole(10_000, replay={"prioritised": True, "sampler": "sum_tree"}),
@@ -134,7 +139,10 @@ def test_share_resolves_to_rows_by_hand():
     cfg = resolve_capacity(_cartpole("auto:0.5"), device_memory=10**6)
     assert cfg.replay.capacity == 16_650
     # PER cumsum: (500,000 - 270) / 34 = 14,698.0 -> 14,690.
-    per = resolve_capacity(_cartpole("auto:0.5", replay={"prioritised": True}), device_memory=10**6)
+    per = resolve_capacity(
+        _cartpole("auto:0.5", replay={"prioritised": True, "sampler": "cumsum"}),
+        device_memory=10**6,
+    )
     assert per.replay.capacity == 14_690
     # n_step 3: L1 = 3 x 10 x 27 = 810; (500,000 - 810) / 30 = 16,639.6 -> 16,630.
     n3 = resolve_capacity(_cartpole("auto:0.5", replay={"n_step": 3}), device_memory=10**6)
