@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from jaxrl_fast.config import ReplayConfig
-from jaxrl_fast.replay import make_buffer
+from jaxrl_fast.replay import make_buffer, sum_tree
 from jaxrl_fast.replay.prioritised import (
     AUTO_SUM_TREE_FROM,
     importance_weights,
@@ -141,7 +141,8 @@ def test_resolve_sampler_auto_picks_by_capacity():
 def test_make_buffer_auto_sampler_follows_ring_rows(rows, kind):
     config = ReplayConfig(capacity=rows, batch_size=4, prioritised=True, sampler="auto")
     state = jax.eval_shape(make_buffer(config, _example()).init)
-    size = rows if kind == "cumsum" else 2 * AUTO_SUM_TREE_FROM  # flat array vs sum tree
+    # flat array vs sum tree (2 x leaves, leaves the next power of two)
+    size = rows if kind == "cumsum" else 2 * sum_tree.num_leaves(rows)
     assert state.priorities.shape == (size,)
 
 
