@@ -91,15 +91,10 @@ def num_envs_for(capacity: int) -> int:
 
 
 def mem_available() -> int:
-    """Bytes the kernel reports as available (MemAvailable), or a large number off Linux."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 1 << 62
+    """Bytes of host RAM available (the library's own reading of MemAvailable)."""
+    from jaxrl_fast.replay.sizing import host_available_memory
+
+    return host_available_memory()
 
 
 def _td(reward, obs, next_obs, i, xp=jnp):

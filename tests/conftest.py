@@ -32,6 +32,22 @@ def tiny_config(**changes) -> TrainConfig:
 compile_cache.enable(tempfile.mkdtemp(prefix="jaxrl_fast_test_xla_"))
 
 
+def assert_learned_probe_chain(result, cfg) -> None:
+    """Every seed's Q-network gives probe-chain's optimal Q-values (to 0.1)."""
+    import jax
+    import numpy as np
+
+    from jaxrl_fast.envs import make_probe_env, optimal_q
+    from jaxrl_fast.networks import QNetwork
+
+    net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec)
+    expected = optimal_q("probe-chain", cfg.dqn.gamma)
+    for s in range(cfg.num_seeds):
+        params = jax.tree.map(lambda x, s=s: x[s], result.runner.seeds.agent.params)
+        q = np.asarray(net.apply(params, np.eye(2, dtype=np.float32)))
+        np.testing.assert_allclose(q, [expected[0], expected[1]], atol=0.1)
+
+
 @pytest.fixture(scope="session")
 def tiny():
     return tiny_config()

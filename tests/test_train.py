@@ -5,11 +5,10 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from conftest import tiny_config
+from conftest import assert_learned_probe_chain, tiny_config
 
 from jaxrl_fast import presets
-from jaxrl_fast.envs import make_probe_env, optimal_q
-from jaxrl_fast.networks import QNetwork
+from jaxrl_fast.envs import make_probe_env
 from jaxrl_fast.train import make_train, train
 
 
@@ -88,12 +87,7 @@ def test_metrics_report_episodes(tiny):
 def test_fused_loop_learns_probe_chain_q_values():
     cfg = tiny_config(total_env_steps=8_080, num_chunks=1, eval_episodes=4)
     result = train(cfg, progress=False)
-    net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec)
-    expected = optimal_q("probe-chain", cfg.dqn.gamma)
-    for s in range(cfg.num_seeds):
-        params = jax.tree.map(lambda x, s=s: x[s], result.runner.seeds.agent.params)
-        q = np.asarray(net.apply(params, np.eye(2, dtype=np.float32)))
-        np.testing.assert_allclose(q, [expected[0], expected[1]], atol=0.1)
+    assert_learned_probe_chain(result, cfg)
     np.testing.assert_allclose(result.final_return, [1.0, 1.0])
 
 

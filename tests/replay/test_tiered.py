@@ -9,11 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import tiny_config
+from conftest import assert_learned_probe_chain, tiny_config
 
 from jaxrl_fast.config import ReplayConfig
-from jaxrl_fast.envs import make_probe_env, optimal_q
-from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.replay import make_buffer
 from jaxrl_fast.replay.spill import HostStore
 from jaxrl_fast.train import make_train, train
@@ -254,12 +252,7 @@ def test_tiered_run_compiles_once_and_learns_probe_chain():
     # 25% of each batch is asked of L3; reset rows drawn there are not transitions and are
     # replaced by L2 rows (probe-chain episodes are short, so about a third of rows are resets).
     assert all(0.75 <= h < 0.9 for h in rec["l2_hit_rate"])
-    net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec)
-    expected = optimal_q("probe-chain", cfg.dqn.gamma)
-    for s in range(cfg.num_seeds):
-        params = jax.tree.map(lambda x, s=s: x[s], result.runner.seeds.agent.params)
-        q = np.asarray(net.apply(params, np.eye(2, dtype=np.float32)))
-        np.testing.assert_allclose(q, [expected[0], expected[1]], atol=0.1)
+    assert_learned_probe_chain(result, cfg)
 
 
 def test_read_uniform_is_seeded_and_in_range():
