@@ -32,6 +32,7 @@ from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.dqn import AgentState, make_agent
 from jaxrl_fast.envs import Env, make_env
 from jaxrl_fast.networks import QNetwork
+from jaxrl_fast.precision import resolve_policy
 from jaxrl_fast.schedules import make_schedules
 from jaxrl_fast.train import evaluate_greedy
 from jaxrl_fast.types import Array, Batch, PRNGKey
@@ -295,8 +296,15 @@ def train_unfused(
         )
     n = spec.num_envs
     schedules = make_schedules(config)
-    network = QNetwork.from_config(config.network, spec)
-    agent = make_agent(config.dqn, network, spec.num_actions, learning_rate=schedules.learning_rate)
+    policy = resolve_policy(config.precision)  # the same precision policy as `train`
+    network = QNetwork.for_policy(config.network, spec, policy)
+    agent = make_agent(
+        config.dqn,
+        network,
+        spec.num_actions,
+        learning_rate=schedules.learning_rate,
+        policy=policy,
+    )
     seed_key = jax.random.split(jax.random.key(config.seed), config.num_seeds)[0]
     eval_key = jax.random.fold_in(jax.random.key(config.seed), 1)
 

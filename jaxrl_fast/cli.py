@@ -58,6 +58,19 @@ def _build_config(args: argparse.Namespace):
     }
     if replay_changes:
         changes["replay"] = replay_changes
+    precision_changes = {
+        field: getattr(args, arg)
+        for field, arg in (
+            ("compute", "precision"),
+            ("loss_scale", "loss_scale"),
+            ("matmul_precision", "matmul_precision"),
+        )
+        if getattr(args, arg, None) is not None
+    }
+    if getattr(args, "no_fallback", False):
+        precision_changes["fallback"] = False
+    if precision_changes:
+        changes["precision"] = precision_changes
     return config.replace(**changes)
 
 
@@ -104,6 +117,9 @@ def _train(args: argparse.Namespace) -> int:
         f"eval {result.eval_time_s:.1f}s)  {result.env_steps_per_s:,.0f} env-steps/s over all seeds"
         f" on {result.num_devices} device(s)"
     )
+    print(result.precision)
+    if result.fp32_fallback_env_steps is not None:
+        print(f"precision: switched to fp32 by env step {result.fp32_fallback_env_steps:,}")
     replay = result.history[-1].get("replay")
     if replay:
         hit = ", ".join(f"{100 * h:.1f}%" for h in replay["l2_hit_rate"])
@@ -195,6 +211,14 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--num-chunks", type=int, help="host calls (progress updates) per run")
     t.add_argument("--eval-episodes", type=int, help="greedy evaluation episodes per seed")
     t.add_argument("--out", help="directory for summary.json and history.json")
+    t.add_argument(
+        "--precision", help="network compute dtype: auto (per device), fp32, bf16 or fp16"
+    )
+    t.add_argument("--loss-scale", help="auto, dynamic, none or static:<value>")
+    t.add_argument("--matmul-precision", help="default, high or highest")
+    t.add_argument(
+        "--no-fallback", action="store_true", help="never switch low-precision compute to fp32"
+    )
     t.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     t.add_argument(
         "--no-cache",

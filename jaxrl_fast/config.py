@@ -12,7 +12,9 @@ import math
 from typing import Any
 
 _LOSSES = ("huber", "mse")
-_NETWORKS = ("auto", "mlp", "cnn")
+_NETWORKS = ("auto", "mlp", "cnn", "nature")
+_COMPUTE = ("auto", "fp32", "bf16", "fp16")
+_MATMUL = ("default", "high", "highest")
 _LR_SCHEDULES = ("constant", "linear")
 
 
@@ -56,7 +58,9 @@ class NetworkConfig:
     """Q-network settings.
 
     Attributes:
-      kind: "mlp", "cnn" (MinAtar-sized conv torso) or "auto" (cnn for image observations).
+      kind: "mlp", "cnn" (MinAtar-sized conv torso), "nature" (the Nature-DQN torso for
+        84x84 frames: convs 8x8/4 32, 4x4/2 64, 3x3/1 64, then `hidden_sizes`, e.g. (512,)) or
+        "auto" (cnn for image observations).
       hidden_sizes: widths of the MLP hidden layers (or of the dense layers after the conv).
       conv_channels: channels of the CNN's 3x3 conv layers (stride 1).
       dueling: use a dueling value/advantage head.
@@ -239,6 +243,81 @@ def spill_block_bytes(block: object) -> int | None:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class PrecisionConfig:
+    """Mixed precision: the compute dtype, loss scaling and the fallback to fp32.
+
+    Parameters, optimiser state and the update are always fp32 (master weights); only the
+    network's forward and backward passes run in `compute`. Q-values and the loss are fp32.
+
+    Attributes:
+      compute: "fp32", "bf16", "fp16", or "auto": fp32 on CPU (XLA:CPU computes bf16/f16 dots
+        in f32, so low precision is only slower there), fp16 on GPUs without bf16 (compute
+        capability < 8.0, e.g. T4), bf16 on Ampere and newer GPUs and on TPU.
+      loss_scale: "dynamic", "static:<value>" (e.g. "static:1024"), "none", or "auto" (dynamic
+        for fp16, none otherwise). With a scale, or any compute below fp32, an update whose
+        gradients are not all finite is skipped: parameters and optimiser state stay as they were.
+      matmul_precision: "default", "high" or "highest": precision of matmuls and convolutions
+        (on GPUs with TF32, "default"/"high" may use TF32 for fp32 inputs; "highest" never does).
+      fallback: switch the run's compute to fp32 after `fallback_overflows` skipped updates
+        within `fallback_window` gradient steps, or when the dynamic scale would fall below
+        `min_scale`. Both branches are compiled up front; the switch needs no recompilation.
+      initial_scale: the dynamic loss scale's starting value.
+      growth_interval: finite steps in a row after which the dynamic scale doubles.
+      min_scale: the dynamic scale's floor (it is halved on overflow, never below this).
+      fallback_overflows: skipped updates within a window that trigger the fallback.
+      fallback_window: gradient steps per overflow-counting window.
+    """
+
+    compute: str = "auto"
+    loss_scale: str = "auto"
+    matmul_precision: str = "default"
+    fallback: bool = True
+    initial_scale: float = 2.0**15
+    growth_interval: int = 2000
+    min_scale: float = 1.0
+    fallback_overflows: int = 32
+    fallback_window: int = 1000
+
+    def __post_init__(self) -> None:
+        _require(self, "compute", self.compute in _COMPUTE, f"one of {_COMPUTE}")
+        _require(
+            self,
+            "loss_scale",
+            self.static_scale is not None or self.loss_scale in ("auto", "dynamic", "none"),
+            "'auto', 'dynamic', 'none' or 'static:<value>' with a value > 0, e.g. 'static:1024'",
+        )
+        _require(self, "matmul_precision", self.matmul_precision in _MATMUL, f"one of {_MATMUL}")
+        _require(self, "fallback", isinstance(self.fallback, bool), "True or False")
+        _require(
+            self,
+            "initial_scale",
+            _is_num(self.initial_scale) and self.initial_scale >= 1,
+            "a float >= 1, e.g. 32768.0",
+        )
+        _require(
+            self,
+            "min_scale",
+            _is_num(self.min_scale) and 0 < self.min_scale <= self.initial_scale,
+            f"a float in (0, initial_scale={self.initial_scale}]",
+        )
+        for name in ("growth_interval", "fallback_overflows", "fallback_window"):
+            value = getattr(self, name)
+            _require(self, name, _is_int(value) and value > 0, "a positive int")
+
+    @property
+    def static_scale(self) -> float | None:
+        """The value of a "static:<value>" loss scale, else None."""
+        text = self.loss_scale
+        if not isinstance(text, str) or not text.startswith("static:"):
+            return None
+        try:
+            value = float(text[len("static:") :])
+        except ValueError:
+            return None
+        return value if math.isfinite(value) and value > 0 else None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DQNConfig:
     """Q-learning settings.
 
@@ -346,7 +425,7 @@ class TrainConfig:
     `updates_per_block` gradient steps; the run is split into `num_chunks` host calls.
 
     Attributes:
-      env, network, replay, dqn, schedule: the part configs.
+      env, network, replay, dqn, schedule, precision: the part configs.
       total_env_steps: env steps per seed, prefill included.
       learning_starts: env steps collected before the first update.
       train_frequency: env steps per block (one block = collect, then update).
@@ -363,6 +442,7 @@ class TrainConfig:
     replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
     dqn: DQNConfig = dataclasses.field(default_factory=DQNConfig)
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
+    precision: PrecisionConfig = dataclasses.field(default_factory=PrecisionConfig)
     total_env_steps: int = 500_000
     learning_starts: int = 10_000
     train_frequency: int = 10
@@ -379,6 +459,7 @@ class TrainConfig:
             ("replay", ReplayConfig),
             ("dqn", DQNConfig),
             ("schedule", ScheduleConfig),
+            ("precision", PrecisionConfig),
         ):
             _require(self, name, isinstance(getattr(self, name), cls), f"a {cls.__name__}")
         e = self.env.num_envs

@@ -1,6 +1,9 @@
 """Q-learning: TD targets (double-Q optional), Huber/MSE loss, Adam with clipping, target net.
 
 Names follow rlax/acme: `q_tm1` are Q-values at the sampled observation, `q_t` at the next one.
+The precision policy (`jaxrl_fast.precision`) sits inside `update`: the network computes in the
+policy's dtype, the loss is scaled and the gradients unscaled in fp32, a step with non-finite
+gradients is skipped, and after the fallback the same compiled update computes in fp32.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from jaxrl_fast import precision as mp
 from jaxrl_fast.config import DQNConfig
 from jaxrl_fast.types import Array, Batch, Params, PRNGKey
 
@@ -25,16 +29,18 @@ class AgentState:
     target_params: Params
     opt_state: optax.OptState
     grad_steps: Array  # [] int32
+    loss_scale: mp.LossScaleState  # scale, overflow counters, fp32 fallback flag
 
 
 class Agent(NamedTuple):
     """The agent's pure functions, built once by `make_agent`."""
 
     init: Callable[[PRNGKey, Array], AgentState]
-    act: Callable[[AgentState, PRNGKey, Array, Array], Array]
-    update: Callable[[AgentState, Batch], tuple[AgentState, Array, dict]]
+    act: Callable[..., Array]
+    update: Callable[..., tuple[AgentState, Array, dict]]
     update_target: Callable[[AgentState], AgentState]
-    q_values: Callable[[Params, Array], Array]
+    q_values: Callable[..., Array]
+    policy: mp.Policy
 
 
 def td_errors(q_tm1, a_tm1, r_t, discount_t, q_t_target, q_t_select=None):
@@ -74,64 +80,122 @@ def make_agent(
     num_actions: int,
     *,
     learning_rate=None,
+    policy: mp.Policy | None = None,
 ) -> Agent:
     """Build the DQN agent's functions.
 
     Args:
       config: DQN settings.
-      network: a module mapping `[B, *obs]` to `[B, A]` float32 Q-values.
+      network: a module mapping `[B, *obs]` to `[B, A]` float32 Q-values, computing in the
+        policy's dtype (`QNetwork.for_policy`); with a fallback, `network.clone(dtype=float32)`
+        is the fp32 branch.
       num_actions: size of the action space.
       learning_rate: float or `grad_step -> lr` schedule; defaults to `config.learning_rate`.
+      policy: the resolved precision policy; default fp32 with no loss scale.
+
+    The functions that compute Q-values take an optional `fp32` flag (`[]` bool): compute in fp32
+    instead of the policy's dtype. None uses the agent's own fallback flag. Under a seed `vmap`
+    pass a flag shared by all seeds, so the switch stays a real branch (DESIGN §3).
     """
+    policy = policy or mp.Policy()
     tx = make_optimizer(config, config.learning_rate if learning_rate is None else learning_rate)
+    if policy.skip_nonfinite:
+        tx = mp.skip_nonfinite(tx)
+    loss_scale = mp.make_loss_scale(policy)
+    network_fp32 = network.clone(dtype=jnp.float32) if policy.fallback else network
+
+    def _use_fp32(agent: AgentState, fp32):
+        return agent.loss_scale.fallback if fp32 is None else fp32
+
+    def q_values(params: Params, obs: Array, fp32=False) -> Array:
+        """`[B, A]` float32 Q-values, in the policy's dtype or (if `fp32`) in fp32."""
+        if not policy.fallback:
+            return network.apply(params, obs)
+        return jax.lax.cond(fp32, network_fp32.apply, network.apply, params, obs)
 
     def init(key: PRNGKey, example_obs: Array) -> AgentState:
-        params = network.init(key, example_obs)
+        params = network_fp32.init(key, example_obs)
         return AgentState(
             params=params,
             target_params=params,
             opt_state=tx.init(params),
             grad_steps=jnp.zeros((), jnp.int32),
+            loss_scale=loss_scale.init(),
         )
 
-    def act(agent: AgentState, key: PRNGKey, obs: Array, epsilon: Array) -> Array:
+    def act(agent: AgentState, key: PRNGKey, obs: Array, epsilon: Array, fp32=None) -> Array:
         """Epsilon-greedy actions `[E]` int32 for observations `[E, *obs]`."""
         key_explore, key_action = jax.random.split(key)
-        q = network.apply(agent.params, obs)
+        q = q_values(agent.params, obs, _use_fp32(agent, fp32))
         greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
         random = jax.random.randint(key_action, greedy.shape, 0, num_actions, jnp.int32)
         explore = jax.random.uniform(key_explore, greedy.shape) < epsilon
         return jnp.where(explore, random, greedy)
 
-    def loss_fn(params, target_params, batch: Batch):
-        q_tm1 = network.apply(params, batch.obs)
-        q_t_target = network.apply(target_params, batch.next_obs)
-        q_t_select = (
-            network.apply(jax.lax.stop_gradient(params), batch.next_obs)
-            if config.double_q
-            else None
-        )
-        td = td_errors(q_tm1, batch.action, batch.reward, batch.discount, q_t_target, q_t_select)
-        if config.loss == "huber":
-            per_item = optax.huber_loss(td, delta=config.huber_delta)
-        else:
-            per_item = 0.5 * jnp.square(td)
-        w = batch.weight
-        loss = jnp.sum(w * per_item) / jnp.maximum(jnp.sum(w), 1.0)
-        q_mean = jnp.sum(w * jnp.take_along_axis(q_tm1, batch.action[:, None], -1)[:, 0]) / (
-            jnp.maximum(jnp.sum(w), 1.0)
-        )
-        return loss, (td, q_mean)
+    def make_loss(net: nn.Module):
+        def loss_fn(params, target_params, batch: Batch):
+            q_tm1 = net.apply(params, batch.obs)
+            q_t_target = net.apply(target_params, batch.next_obs)
+            q_t_select = (
+                net.apply(jax.lax.stop_gradient(params), batch.next_obs)
+                if config.double_q
+                else None
+            )
+            td = td_errors(
+                q_tm1, batch.action, batch.reward, batch.discount, q_t_target, q_t_select
+            )
+            if config.loss == "huber":
+                per_item = optax.huber_loss(td, delta=config.huber_delta)
+            else:
+                per_item = 0.5 * jnp.square(td)
+            w = batch.weight
+            loss = jnp.sum(w * per_item) / jnp.maximum(jnp.sum(w), 1.0)
+            q_a = jnp.take_along_axis(q_tm1, batch.action[:, None], -1)[:, 0]
+            q_mean = jnp.sum(w * q_a) / jnp.maximum(jnp.sum(w), 1.0)
+            return loss, (td, q_mean)
 
-    def update(agent: AgentState, batch: Batch) -> tuple[AgentState, Array, dict]:
-        """One gradient step. Returns the new state, `[B]` TD errors and scalar metrics."""
-        (loss, (td, q_mean)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            agent.params, agent.target_params, batch
+        return loss_fn
+
+    grads_lowp = mp.scaled_value_and_grad(make_loss(network), loss_scale)
+    grads_fp32 = jax.value_and_grad(make_loss(network_fp32), has_aux=True)
+
+    def _grads(agent: AgentState, batch: Batch, fp32):
+        args = (agent.params, agent.target_params, batch)
+        if not policy.fallback:
+            return grads_lowp(agent.loss_scale, *args)
+        return jax.lax.cond(
+            fp32, lambda: grads_fp32(*args), lambda: grads_lowp(agent.loss_scale, *args)
         )
+
+    def update(agent: AgentState, batch: Batch, fp32=None) -> tuple[AgentState, Array, dict]:
+        """One gradient step. Returns the new state, `[B]` TD errors and scalar metrics.
+
+        With a precision policy that skips non-finite steps, such a step leaves the parameters
+        and optimiser state bitwise unchanged, reports `applied=0` with loss, q and abs_td 0, and
+        its TD errors may be non-finite (the buffer then leaves those priorities unchanged).
+        """
+        (loss, (td, q_mean)), grads = _grads(agent, batch, _use_fp32(agent, fp32))
         updates, opt_state = tx.update(grads, agent.opt_state, agent.params)
         params = optax.apply_updates(agent.params, updates)
-        new = agent.replace(params=params, opt_state=opt_state, grad_steps=agent.grad_steps + 1)
-        metrics = {"loss": loss, "q": q_mean, "abs_td": jnp.mean(jnp.abs(td) * batch.weight)}
+        scale_state = agent.loss_scale
+        metrics = {
+            "loss": loss,
+            "q": q_mean,
+            "abs_td": jnp.mean(jnp.abs(td) * batch.weight),
+        }
+        if policy.skip_nonfinite:
+            finite = mp.all_finite(grads)
+            scale_state = loss_scale.adjust(scale_state, finite)
+            metrics = {k: jnp.where(finite, v, 0.0) for k, v in metrics.items()}
+            metrics["applied"] = finite.astype(jnp.float32)
+        else:
+            metrics["applied"] = jnp.ones((), jnp.float32)
+        new = agent.replace(
+            params=params,
+            opt_state=opt_state,
+            grad_steps=agent.grad_steps + 1,
+            loss_scale=scale_state,
+        )
         return new, td, metrics
 
     def update_target(agent: AgentState) -> AgentState:
@@ -142,5 +206,10 @@ def make_agent(
         )
 
     return Agent(
-        init=init, act=act, update=update, update_target=update_target, q_values=network.apply
+        init=init,
+        act=act,
+        update=update,
+        update_target=update_target,
+        q_values=q_values,
+        policy=policy,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from typing import Callable, NamedTuple, Sequence
 
 import jax
@@ -25,6 +26,7 @@ from jaxrl_fast.dqn import Agent, AgentState, make_agent
 from jaxrl_fast.envs import Env, EnvState, make_env
 from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.parallel import SEED_AXIS
+from jaxrl_fast.precision import Policy, resolve_policy
 from jaxrl_fast.replay import Buffer, make_buffer
 from jaxrl_fast.replay.sizing import resolve_capacity
 from jaxrl_fast.schedules import make_schedules
@@ -57,6 +59,9 @@ class ChunkMetrics(NamedTuple):
     loss: Array
     q: Array
     abs_td: Array
+    skipped: Array  # updates skipped for non-finite gradients in this chunk
+    loss_scale: Array  # loss scale at the chunk's end (1.0 without scaling)
+    fp32_fallback: Array  # [S] bool: the compute has switched to fp32
     replay: dict  # the buffer's cumulative counters at the chunk's end (`Buffer.metrics`)
 
 
@@ -81,14 +86,19 @@ class _Acc(NamedTuple):
     loss: Array
     q: Array
     abs_td: Array
+    applied: Array
 
 
-def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
+def make_train(
+    config: TrainConfig, *, env: Env | None = None, policy: Policy | None = None
+) -> TrainFns:
     """Build the fused loop's functions; nothing is compiled here.
 
     Args:
       config: a validated `TrainConfig`.
       env: an `Env` to use instead of `make_env(config.env.name, config.env.num_envs)`.
+      policy: the precision policy; default `resolve_policy(config.precision)` for the first
+        local device.
 
     Returns:
       `TrainFns`. Jit `init`, and `run_chunk` with `donate_argnums=0`.
@@ -112,8 +122,15 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
             f"({spec.num_envs} envs)."
         )
     schedules = make_schedules(config)
-    network = QNetwork.from_config(config.network, spec)
-    agent = make_agent(config.dqn, network, spec.num_actions, learning_rate=schedules.learning_rate)
+    policy = policy or resolve_policy(config.precision)
+    network = QNetwork.for_policy(config.network, spec, policy)
+    agent = make_agent(
+        config.dqn,
+        network,
+        spec.num_actions,
+        learning_rate=schedules.learning_rate,
+        policy=policy,
+    )
     n = spec.num_envs
     example = Transition(
         obs=jax.ShapeDtypeStruct((n, *spec.obs_shape), spec.obs_dtype),
@@ -148,10 +165,15 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
         return schedules.epsilon(collect_index.astype(jnp.float32) * n).astype(jnp.float32)
 
     # ---- per-seed work (vmapped over seeds) -------------------------------------------------
-    def _collect(seed: SeedState, epsilon: Array):
+    def _fp32(seeds: SeedState) -> Array:
+        # Seeds in one program switch to fp32 together: a flag shared by all seeds keeps the
+        # switch a real branch under the seed vmap (a per-seed flag would run both branches).
+        return jnp.any(seeds.agent.loss_scale.fallback)
+
+    def _collect(seed: SeedState, epsilon: Array, fp32: Array):
         key, key_act, key_env = jax.random.split(seed.key, 3)
         # act
-        action = agent.act(seed.agent, key_act, seed.obs, epsilon)
+        action = agent.act(seed.agent, key_act, seed.obs, epsilon, fp32)
         # step envs
         env_state, next_obs, reward, done, info = env.step(key_env, seed.env_state, action)
         # replay
@@ -166,21 +188,21 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
         )
         return SeedState(seed.agent, replay, env_state, next_obs, key), stats
 
-    def _learn(seed: SeedState):
+    def _learn(seed: SeedState, fp32: Array):
         key, key_sample = jax.random.split(seed.key)
         batch = buffer.sample(seed.replay, key_sample)
-        agent_state, td, m = agent.update(seed.agent, batch)
+        agent_state, td, m = agent.update(seed.agent, batch, fp32)
         replay = buffer.update_priorities(seed.replay, batch.index, td)
         return seed._replace(agent=agent_state, replay=replay, key=key), m
 
-    def _seed_block(seed: SeedState, block: Array, epsilons: Array):
-        seed, stats = jax.lax.scan(_collect, seed, epsilons)
+    def _seed_block(seed: SeedState, block: Array, epsilons: Array, fp32: Array):
+        seed, stats = jax.lax.scan(lambda s, e: _collect(s, e, fp32), seed, epsilons)
         stats = jax.tree.map(jnp.sum, stats)
         if config.updates_per_block == 1:
-            seed, m = _learn(seed)
+            seed, m = _learn(seed, fp32)
         else:
             seed, m = jax.lax.scan(
-                lambda s, _: _learn(s), seed, None, length=config.updates_per_block
+                lambda s, _: _learn(s, fp32), seed, None, length=config.updates_per_block
             )
             m = jax.tree.map(jnp.sum, m)
         # target: the predicate is shared by all seeds, so this stays a real branch under vmap.
@@ -200,7 +222,9 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
         seeds = _vmap(_seed_init, 0, seed_axes)(keys)
 
         def prefill_step(seeds, i):
-            seeds, _ = _vmap(_collect, (seed_axes, None), (seed_axes, 0))(seeds, _epsilon(i))
+            seeds, _ = _vmap(_collect, (seed_axes, None, None), (seed_axes, 0))(
+                seeds, _epsilon(i), jnp.zeros((), bool)
+            )
             return seeds._replace(replay=buffer.host_sync(seeds.replay)), None
 
         seeds, _ = jax.lax.scan(prefill_step, seeds, jnp.arange(prefill, dtype=jnp.int32))
@@ -210,9 +234,14 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
         runner, acc = carry
         first = prefill + runner.block * cpb
         epsilons = _epsilon(first + jnp.arange(cpb, dtype=jnp.int32))
-        seeds, (stats, m) = _vmap(_seed_block, (seed_axes, None, None), (seed_axes, 0))(
-            runner.seeds, runner.block, epsilons
+        fp32 = _fp32(runner.seeds)
+        seeds, (stats, m) = _vmap(_seed_block, (seed_axes, None, None, None), (seed_axes, 0))(
+            runner.seeds, runner.block, epsilons, fp32
         )
+        if policy.fallback:  # record the shared switch in every seed's state
+            scale = seeds.agent.loss_scale
+            scale = scale._replace(fallback=jnp.broadcast_to(_fp32(seeds), scale.fallback.shape))
+            seeds = seeds._replace(agent=seeds.agent.replace(loss_scale=scale))
         # The buffer's host callbacks (L3), once per iteration, outside the seed vmap.
         seeds = seeds._replace(replay=buffer.host_sync(seeds.replay))
         acc = _Acc(
@@ -222,18 +251,21 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
             loss=acc.loss + m["loss"],
             q=acc.q + m["q"],
             abs_td=acc.abs_td + m["abs_td"],
+            applied=acc.applied + m["applied"],
         )
         return (RunnerState(seeds, runner.block + 1), acc), None
 
     def run_chunk(runner: RunnerState) -> tuple[RunnerState, ChunkMetrics]:
         num_seeds = runner.seeds.obs.shape[0]
         zeros = jnp.zeros((num_seeds,), jnp.float32)
-        acc = _Acc(zeros, zeros, zeros, zeros, zeros, zeros)
+        acc = _Acc(zeros, zeros, zeros, zeros, zeros, zeros, zeros)
         (runner, acc), _ = jax.lax.scan(
             iteration, (runner, acc), None, length=config.blocks_per_chunk
         )
-        updates = float(config.blocks_per_chunk * config.updates_per_block)
+        # Means over the updates applied (a skipped mixed-precision step reports nothing).
+        updates = jnp.where(acc.applied > 0, acc.applied, jnp.nan)
         eps = jnp.where(acc.episodes > 0, acc.episodes, jnp.nan)
+        scale = runner.seeds.agent.loss_scale
         metrics = ChunkMetrics(
             episode_return=acc.ret / eps,
             episode_length=acc.length / eps,
@@ -241,6 +273,9 @@ def make_train(config: TrainConfig, *, env: Env | None = None) -> TrainFns:
             loss=acc.loss / updates,
             q=acc.q / updates,
             abs_td=acc.abs_td / updates,
+            skipped=float(config.blocks_per_chunk * config.updates_per_block) - acc.applied,
+            loss_scale=scale.scale,
+            fp32_fallback=scale.fallback,
             replay=buffer.metrics(runner.seeds.replay),
         )
         return runner, metrics
@@ -278,6 +313,7 @@ def evaluate_greedy(
     env = env or make_env(config.env.name, episodes)
     horizon = env.spec.max_episode_steps + 1
     num_seeds = jax.tree.leaves(agents.grad_steps)[0].shape[0]
+    fp32 = jnp.any(agents.loss_scale.fallback)  # shared by the seeds, as in training
 
     def one_seed(agent_state: AgentState, key: PRNGKey) -> Array:
         key, key_reset = jax.random.split(key)
@@ -286,7 +322,7 @@ def evaluate_greedy(
         def body(carry, key_step):
             env_state, obs, total, finished = carry
             key_act, key_env = jax.random.split(key_step)
-            action = agent.act(agent_state, key_act, obs, jnp.float32(0.0))
+            action = agent.act(agent_state, key_act, obs, jnp.float32(0.0), fp32)
             env_state, obs, reward, done, _ = env.step(key_env, env_state, action)
             total = total + jnp.where(finished, 0.0, reward)
             finished = jnp.logical_or(finished, done)
@@ -321,6 +357,9 @@ class TrainResult:
       eval_time_s: seconds running the final evaluation.
       wall_time_s: whole call, compile included.
       num_devices: devices the seeds were spread over.
+      precision: the precision policy the run used, in words (`Policy.describe`).
+      fp32_fallback_env_steps: env steps (per seed) at the end of the chunk in which the compute
+        switched to fp32, or None if it never did.
     """
 
     config: TrainConfig
@@ -335,6 +374,8 @@ class TrainResult:
     eval_time_s: float
     wall_time_s: float
     num_devices: int = 1
+    precision: str = ""
+    fp32_fallback_env_steps: int | None = None
 
     @property
     def env_steps_per_s(self) -> float:
@@ -371,6 +412,8 @@ class TrainResult:
             "eval_time_s": self.eval_time_s,
             "env_steps_per_s": self.env_steps_per_s,
             "train_env_steps_per_s": self.train_env_steps_per_s,
+            "precision": self.precision,
+            "fp32_fallback_env_steps": self.fp32_fallback_env_steps,
             "config": self.config.to_dict(),
         }
 
@@ -413,7 +456,9 @@ def train(
       FloatingPointError: the loss became NaN or inf (the message names the chunk and seeds).
     """
     wall = time.perf_counter()
-    fns = make_train(config, env=env)
+    device = (list(devices) if devices is not None else jax.local_devices())[0]
+    policy = resolve_policy(config.precision, device)
+    fns = make_train(config, env=env, policy=policy)
     try:
         return _train(config, fns, wall, progress=progress, on_chunk=on_chunk, devices=devices)
     finally:
@@ -478,14 +523,34 @@ def _train(config, fns, wall, *, progress, on_chunk, devices) -> TrainResult:
     replay_prev: dict = {}
     pending = None
     env_steps = config.learning_starts
+    policy = fns.agent.policy
+    if progress:
+        bar.write(policy.describe())
+    fallback_at: list[int] = []
 
     def _record(chunk_index: int, metrics: ChunkMetrics, env_steps: int) -> None:
         m = jax.device_get(metrics)
         if not np.all(np.isfinite(m.loss)):
             bad = np.flatnonzero(~np.isfinite(m.loss)).tolist()
+            updates = config.blocks_per_chunk * config.updates_per_block
+            if policy.skip_nonfinite and np.all(np.asarray(m.skipped)[bad] >= updates):
+                raise FloatingPointError(
+                    f"every update in chunk {chunk_index} (env steps <= {env_steps}) was skipped "
+                    f"for non-finite gradients for seed indices {bad} ({policy.describe()}); set "
+                    f"PrecisionConfig.fallback=True, compute='fp32', or lower the learning rate."
+                )
             raise FloatingPointError(
                 f"loss became non-finite in chunk {chunk_index} (env steps <= {env_steps}) for "
                 f"seed indices {bad}; lower DQNConfig.learning_rate or set max_grad_norm."
+            )
+        if not fallback_at and np.any(m.fp32_fallback):
+            fallback_at.append(env_steps)
+            warnings.warn(
+                f"precision: compute switched to fp32 in chunk {chunk_index} (env steps <= "
+                f"{env_steps}) after {int(np.max(np.asarray(m.skipped)))} skipped updates in "
+                f"the chunk; the run continues in fp32",
+                RuntimeWarning,
+                stacklevel=3,
             )
         elapsed = time.perf_counter() - t
         rec = {
@@ -536,4 +601,6 @@ def _train(config, fns, wall, *, progress, on_chunk, devices) -> TrainResult:
         eval_time_s=eval_time,
         wall_time_s=time.perf_counter() - wall,
         num_devices=len(used),
+        precision=policy.describe(),
+        fp32_fallback_env_steps=fallback_at[0] if fallback_at else None,
     )

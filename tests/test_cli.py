@@ -178,3 +178,23 @@ def test_cli_train_l3_disk_missing_spill_dir_fails_before_compiling(tmp_path, ca
     args = ["train", "--l3", "disk", "--l3-capacity", "10000", "--l3-share", "0.1"]
     assert main([*args, "--spill-dir", missing, *TINY]) == 2
     assert "ReplayConfig.spill_dir" in capsys.readouterr().err
+
+
+def test_cli_train_with_bf16_prints_policy_and_records_scale(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["train", "--preset", "cartpole", "--precision", "bf16", "--out", str(out), *TINY]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "precision: compute bf16 (params fp32)" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["precision"]["compute"] == "bf16"
+    assert summary["fp32_fallback_env_steps"] is None
+    history = json.loads((out / "history.json").read_text())
+    assert history[-1]["loss_scale"] == [1.0] and history[-1]["fp32_fallback"] == [False]
+
+
+def test_cli_bad_precision_names_field(capsys):
+    assert main(["train", "--precision", "fp64", *TINY]) == 2
+    assert "PrecisionConfig.compute='fp64'" in capsys.readouterr().err
+    assert main(["train", "--loss-scale", "static:x", *TINY]) == 2
+    assert "PrecisionConfig.loss_scale" in capsys.readouterr().err

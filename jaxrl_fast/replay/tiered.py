@@ -296,8 +296,9 @@ def make_buffer(
             safe = jnp.maximum(row, 0)
             current = sampler.get(priorities, safe)
             new = to_priority(td.astype(jnp.float32))
-            # Only rows that are live (priority > 0) and came from L2 (index >= 0) change.
-            live = jnp.logical_and(row >= 0, current > 0)
+            # Only rows that are live (priority > 0), came from L2 (index >= 0) and got a finite
+            # TD error change (a skipped mixed-precision update may return inf/NaN TD errors).
+            live = (row >= 0) & (current > 0) & jnp.isfinite(td)
             priorities = sampler.set(priorities, safe, jnp.where(live, new, current))
             max_p = jnp.maximum(max_p, jnp.max(jnp.where(live, new, 0.0)))
         l3 = state.l3

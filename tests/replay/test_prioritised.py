@@ -400,3 +400,21 @@ def test_prioritised_rows_are_the_uniform_rows():
     np.testing.assert_array_equal(batch.reward, 1.5)
     np.testing.assert_array_equal(batch.discount, 0.25)
     np.testing.assert_array_equal(batch.weight, 1.0)  # equal priorities: equal weights
+
+
+@pytest.mark.parametrize("kind", SAMPLERS)
+def test_nonfinite_td_errors_leave_priorities_unchanged(kind):
+    """A skipped mixed-precision update may return inf/NaN TD errors: those rows keep their
+    priority and the running max stays finite."""
+    per = _per(kind, slots=8, n=1, batch_size=8, priority="power", alpha=0.5, priority_eps=0.01)
+    state = per.buffer.init()
+    for t in range(8):
+        state = per.add(state, _step(t, set(), set()))
+    before = per.priorities(state).ravel()
+    index = jnp.array([0, 3, 4], jnp.int32)
+    state = per.update(state, index, jnp.array([jnp.inf, jnp.nan, 0.25], jnp.float32))
+    after = per.priorities(state).ravel()
+    assert after[0] == before[0] and after[3] == before[3]
+    np.testing.assert_allclose(after[4], (0.25 + 0.01) ** 0.5, rtol=1e-6)
+    assert np.isfinite(float(state.max_priority))
+    assert np.isfinite(float(per.sampler.total(state.priorities)))

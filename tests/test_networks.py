@@ -1,0 +1,75 @@
+"""Q-network shapes, parameter counts and input handling."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_fast.config import NetworkConfig
+from jaxrl_fast.envs.base import EnvSpec
+from jaxrl_fast.networks import QNetwork
+
+
+def _spec(shape, dtype=jnp.uint8, actions=6):
+    return EnvSpec(
+        name="frames", obs_shape=shape, obs_dtype=dtype, num_actions=actions, num_envs=1,
+        max_episode_steps=100,
+    )  # fmt: skip
+
+
+def _count(params):
+    return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params))
+
+
+def test_nature_cnn_shapes_and_parameter_count():
+    net = QNetwork.from_config(
+        NetworkConfig(kind="nature", hidden_sizes=(512,)), _spec((84, 84, 4))
+    )
+    params = net.init(jax.random.key(0), jnp.zeros((1, 84, 84, 4), jnp.uint8))
+    # Mnih et al. 2015: 84 -> 20 (8x8/4) -> 9 (4x4/2) -> 7 (3x3/1); 7 * 7 * 64 = 3136 features.
+    hand = (
+        (8 * 8 * 4 * 32 + 32)
+        + (4 * 4 * 32 * 64 + 64)
+        + (3 * 3 * 64 * 64 + 64)
+        + (3136 * 512 + 512)
+        + (512 * 6 + 6)
+    )
+    assert _count(params) == hand == 1_687_206
+    q = net.apply(params, jnp.full((3, 84, 84, 4), 255, jnp.uint8))
+    assert q.shape == (3, 6) and q.dtype == jnp.float32
+
+
+def test_uint8_frames_are_scaled_to_unit_range():
+    net = QNetwork.from_config(NetworkConfig(kind="nature", hidden_sizes=(16,)), _spec((84, 84, 4)))
+    params = net.init(jax.random.key(1), jnp.zeros((1, 84, 84, 4), jnp.uint8))
+    frames = jax.random.randint(jax.random.key(2), (2, 84, 84, 4), 0, 256).astype(jnp.uint8)
+    np.testing.assert_allclose(
+        net.apply(params, frames),
+        net.apply(params, frames.astype(jnp.float32) / 255.0),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
+def test_dueling_nature_head_has_value_and_advantage():
+    cfg = NetworkConfig(kind="nature", hidden_sizes=(32,), dueling=True)
+    net = QNetwork.from_config(cfg, _spec((84, 84, 4), actions=4))
+    params = net.init(jax.random.key(0), jnp.zeros((1, 84, 84, 4), jnp.uint8))
+    plain = QNetwork.from_config(
+        NetworkConfig(kind="nature", hidden_sizes=(32,)), _spec((84, 84, 4), actions=4)
+    )
+    extra = _count(params) - _count(
+        plain.init(jax.random.key(0), jnp.zeros((1, 84, 84, 4), jnp.uint8))
+    )
+    assert extra == 32 + 1  # the value head
+
+
+@pytest.mark.parametrize(
+    "shape, needle",
+    [((4,), "needs image observations"), ((10, 10, 4), "at least 36x36")],
+)
+def test_nature_cnn_rejects_unfit_observations(shape, needle):
+    with pytest.raises(ValueError, match=needle):
+        QNetwork.from_config(NetworkConfig(kind="nature"), _spec(shape, jnp.float32))
