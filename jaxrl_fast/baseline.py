@@ -297,7 +297,9 @@ def train_unfused(
     n = spec.num_envs
     schedules = make_schedules(config)
     policy = resolve_policy(config.precision)  # the same precision policy as `train`
-    network = QNetwork.for_policy(config.network, spec, policy)
+    # Outside a loop XLA:CPU's convolutions are the faster form (see NetworkConfig.conv_impl).
+    conv_impl = "conv" if config.network.conv_impl == "auto" else config.network.conv_impl
+    network = QNetwork.for_policy(config.network, spec, policy, conv_impl=conv_impl)
     agent = make_agent(
         config.dqn,
         network,

@@ -14,6 +14,7 @@ from typing import Any
 _LOSSES = ("huber", "mse")
 _NETWORKS = ("auto", "mlp", "cnn", "nature")
 _COMPUTE = ("auto", "fp32", "bf16", "fp16")
+_CONV_IMPLS = ("auto", "patches", "conv")
 _MATMUL = ("default", "high", "highest")
 _LR_SCHEDULES = ("constant", "linear")
 
@@ -64,15 +65,21 @@ class NetworkConfig:
       hidden_sizes: widths of the MLP hidden layers (or of the dense layers after the conv).
       conv_channels: channels of the CNN's 3x3 conv layers (stride 1).
       dueling: use a dueling value/advantage head.
+      conv_impl: how the Nature torso's strided convolutions compute: "patches" (patches x
+        matmul), "conv" (a convolution) or "auto" (patches on CPU, where XLA:CPU ran the
+        convolutions' backward pass several times slower inside the fused loop; conv elsewhere,
+        and in the conventional baseline's single jitted update). Same function, same params.
     """
 
     kind: str = "auto"
     hidden_sizes: tuple[int, ...] = (120, 84)
     conv_channels: tuple[int, ...] = (16,)
     dueling: bool = False
+    conv_impl: str = "auto"
 
     def __post_init__(self) -> None:
         _require(self, "kind", self.kind in _NETWORKS, f"one of {_NETWORKS}")
+        _require(self, "conv_impl", self.conv_impl in _CONV_IMPLS, f"one of {_CONV_IMPLS}")
         _require(
             self,
             "hidden_sizes",

@@ -5,7 +5,11 @@ Q-values are near zero. The MinAtar CNN's 3x3 convolutions are computed as patch
 (im2col, `lax.conv_general_dilated_patches` then a dense layer): the same function as a VALID
 3x3 convolution, but XLA:CPU runs its backward pass as matmuls, which were several times faster
 than its convolution kernels for MinAtar-sized inputs on a 2-core CPU. The Nature torso (8x8/4,
-4x4/2, 3x3/1 strided convolutions on 84x84 frames) uses `nn.Conv`.
+4x4/2, 3x3/1 strided convolutions on 84x84 frames) uses `Conv`, which keeps `nn.Conv`'s
+parameter layout and computes as patches x matmul on CPU, as a convolution elsewhere: inside a
+`lax.scan` XLA:CPU ran the backward pass of these strided convolutions several times slower
+than outside one, and the patches form as fast as the convolutions outside a loop
+(`benchmarks/results/precision.md`).
 
 `dtype` is the compute dtype, `param_dtype` the storage dtype (fp32 master weights); inputs are
 cast once, at the network input (uint8 frames are also scaled to [0, 1] there), and Q-values
@@ -30,6 +34,50 @@ _head_init = nn.initializers.normal(stddev=0.01)
 _NATURE_TORSO = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
 
 
+class Conv(nn.Module):
+    """A VALID, strided 2-D convolution on NHWC inputs, with `nn.Conv`'s parameters.
+
+    Attributes:
+      features: output channels.
+      kernel: square kernel size.
+      stride: stride in both spatial dims.
+      impl: "patches" (patches x matmul), "conv" (`lax.conv_general_dilated`) or "auto":
+        patches on the CPU backend, conv elsewhere. Both give the same function of the same
+        parameters (kernel `[k, k, C_in, features]`, bias `[features]`).
+      dtype, param_dtype, precision: as in `QNetwork`.
+    """
+
+    features: int
+    kernel: int
+    stride: int
+    impl: str = "auto"
+    dtype: Any = jnp.float32
+    param_dtype: Any = jnp.float32
+    precision: Any = None
+
+    @nn.compact
+    def __call__(self, x: Array) -> Array:
+        k, s, c_in = self.kernel, self.stride, x.shape[-1]
+        kernel = self.param("kernel", _hidden_init, (k, k, c_in, self.features), self.param_dtype)
+        bias = self.param("bias", nn.initializers.zeros, (self.features,), self.param_dtype)
+        x, kernel, bias = nn.dtypes.promote_dtype(x, kernel, bias, dtype=self.dtype)
+        dims = ("NHWC", "HWIO", "NHWC")
+        impl = self.impl
+        if impl == "auto":
+            impl = "patches" if jax.default_backend() == "cpu" else "conv"
+        if impl == "patches":
+            patches = jax.lax.conv_general_dilated_patches(
+                x, (k, k), (s, s), "VALID", dimension_numbers=dims, precision=self.precision
+            )  # [B, H', W', C_in * k * k], input channel major
+            w = kernel.transpose(2, 0, 1, 3).reshape(c_in * k * k, self.features)
+            y = jax.lax.dot_general(patches, w, (((3,), (0,)), ((), ())), precision=self.precision)
+        else:
+            y = jax.lax.conv_general_dilated(
+                x, kernel, (s, s), "VALID", dimension_numbers=dims, precision=self.precision
+            )
+        return y + bias
+
+
 class QNetwork(nn.Module):
     """Maps observations `[B, *obs_shape]` to Q-values `[B, num_actions]` (float32).
 
@@ -38,6 +86,7 @@ class QNetwork(nn.Module):
       hidden_sizes: dense hidden widths.
       conv_channels: 3x3 stride-1 conv channels; empty for an MLP.
       nature: use the Nature-DQN conv torso (`conv_channels` is then ignored).
+      conv_impl: the Nature torso's `Conv.impl`.
       dueling: value + advantage head.
       dtype: compute dtype.
       param_dtype: parameter dtype.
@@ -48,6 +97,7 @@ class QNetwork(nn.Module):
     hidden_sizes: Sequence[int] = (120, 84)
     conv_channels: Sequence[int] = ()
     nature: bool = False
+    conv_impl: str = "auto"
     dueling: bool = False
     dtype: Any = jnp.float32
     param_dtype: Any = jnp.float32
@@ -67,18 +117,16 @@ class QNetwork(nn.Module):
         )
         if self.nature:
             for c, k, s in _NATURE_TORSO:
-                x = nn.relu(
-                    nn.Conv(
-                        c,
-                        (k, k),
-                        (s, s),
-                        padding="VALID",
-                        kernel_init=_hidden_init,
-                        dtype=self.dtype,
-                        param_dtype=self.param_dtype,
-                        precision=self.precision,
-                    )(x)
+                conv = Conv(
+                    c,
+                    k,
+                    s,
+                    impl=self.conv_impl,
+                    dtype=self.dtype,
+                    param_dtype=self.param_dtype,
+                    precision=self.precision,
                 )
+                x = nn.relu(conv(x))
         else:
             for c in self.conv_channels:
                 patches = jax.lax.conv_general_dilated_patches(
@@ -123,20 +171,24 @@ class QNetwork(nn.Module):
             conv_channels=tuple(config.conv_channels) if kind == "cnn" else (),
             nature=kind == "nature",
             dueling=config.dueling,
-            **kwargs,
+            **{"conv_impl": config.conv_impl, **kwargs},
         )
 
     @classmethod
     def for_policy(
-        cls, config: NetworkConfig, spec: EnvSpec, policy: Any, *, compute: str | None = None
+        cls, config: NetworkConfig, spec: EnvSpec, policy: Any, **kwargs: Any
     ) -> QNetwork:
-        """The network for a `precision.Policy`: its compute dtype (or `compute`), fp32 params."""
+        """The network for a `precision.Policy`: its compute dtype, fp32 params, its matmul
+        precision; `kwargs` override module attributes (e.g. `conv_impl`)."""
         from jaxrl_fast.precision import COMPUTE_DTYPES
 
         return cls.from_config(
             config,
             spec,
-            dtype=COMPUTE_DTYPES[compute or policy.compute],
-            param_dtype=jnp.float32,
-            precision=policy.lax_precision,
+            **{
+                "dtype": COMPUTE_DTYPES[policy.compute],
+                "param_dtype": jnp.float32,
+                "precision": policy.lax_precision,
+                **kwargs,
+            },
         )

@@ -13,6 +13,7 @@ from jaxrl_fast.config import (
     DQNConfig,
     EnvConfig,
     NetworkConfig,
+    PrecisionConfig,
     ReplayConfig,
     ScheduleConfig,
     TrainConfig,
@@ -73,6 +74,7 @@ def test_env_config_rejects(bad):
             ("conv_channels-list", {"conv_channels": [16]}),
             ("dueling-int", {"dueling": 1}),
             ("dueling-none", {"dueling": None}),
+            ("conv_impl-unknown", {"conv_impl": "winograd"}),
         ]
     ),
 )
@@ -262,7 +264,15 @@ def test_small_config_is_valid():
 
 @pytest.mark.parametrize(
     "cls",
-    [EnvConfig, NetworkConfig, ReplayConfig, DQNConfig, ScheduleConfig, TrainConfig],
+    [
+        EnvConfig,
+        NetworkConfig,
+        ReplayConfig,
+        DQNConfig,
+        ScheduleConfig,
+        PrecisionConfig,
+        TrainConfig,
+    ],
     ids=lambda c: c.__name__,
 )
 def test_unknown_kwarg_and_positional_args_raise_type_error(cls):
