@@ -37,21 +37,77 @@ def _is_num(x: Any) -> bool:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class AtariConfig:
+    """The standard DQN Atari settings, applied to "envpool:" envs (Machado et al. 2018 names).
+
+    Attributes:
+      frame_skip: emulator frames per agent step (max-pooled over the last two), >= 1.
+      img_size: side of the square grayscale frame (84 in DQN), >= 36.
+      stack_num: frames stacked into one observation, >= 1.
+      noop_max: up to this many no-op actions at the start of a game (0 disables).
+      episodic_life: a lost life ends the *training* episode (the game goes on); evaluation
+        always plays whole games.
+      reward_clip: clip training rewards to their sign; episode returns are the game score.
+      sticky_actions: repeat the previous action with probability 0.25 (Machado et al.).
+      max_episode_frames: emulator frames after which a game is truncated (108,000 = 30 min).
+    """
+
+    frame_skip: int = 4
+    img_size: int = 84
+    stack_num: int = 4
+    noop_max: int = 30
+    episodic_life: bool = True
+    reward_clip: bool = True
+    sticky_actions: bool = False
+    max_episode_frames: int = 108_000
+
+    def __post_init__(self) -> None:
+        _require(
+            self, "frame_skip", _is_int(self.frame_skip) and self.frame_skip >= 1, "an int >= 1"
+        )
+        _require(self, "img_size", _is_int(self.img_size) and self.img_size >= 36, "an int >= 36")
+        _require(self, "stack_num", _is_int(self.stack_num) and self.stack_num >= 1, "an int >= 1")
+        _require(self, "noop_max", _is_int(self.noop_max) and self.noop_max >= 0, "an int >= 0")
+        for name in ("episodic_life", "reward_clip", "sticky_actions"):
+            _require(self, name, isinstance(getattr(self, name), bool), "True or False")
+        _require(
+            self,
+            "max_episode_frames",
+            _is_int(self.max_episode_frames) and self.max_episode_frames >= self.frame_skip,
+            f"an int >= frame_skip={self.frame_skip}",
+        )
+
+    @property
+    def max_episode_steps(self) -> int:
+        """Agent steps after which a game is truncated."""
+        return self.max_episode_frames // self.frame_skip
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class EnvConfig:
     """Environment settings.
 
     Attributes:
       name: a gymnax discrete-action env id (e.g. "CartPole-v1", "Breakout-MinAtar"),
-        optionally prefixed "gymnax:". `jaxrl_fast.envs.list_envs()` lists them.
+        optionally prefixed "gymnax:" (`jaxrl_fast.envs.list_envs()` lists them), or an Atari
+        game through envpool, e.g. "envpool:Pong-v5" (needs the `atari` extra).
       num_envs: environments stepped in parallel per seed (one env step each per collect step).
+      atari: the Atari settings of "envpool:" envs.
     """
 
     name: str = "CartPole-v1"
     num_envs: int = 10
+    atari: AtariConfig = dataclasses.field(default_factory=AtariConfig)
 
     def __post_init__(self) -> None:
         _require(self, "name", isinstance(self.name, str) and bool(self.name), "a non-empty env id")
         _require(self, "num_envs", _is_int(self.num_envs) and self.num_envs > 0, "a positive int")
+        _require(self, "atari", isinstance(self.atari, AtariConfig), "an AtariConfig")
+
+    @property
+    def is_envpool(self) -> bool:
+        """Whether this is an envpool env (one pool for all seeds, stepped outside the vmap)."""
+        return isinstance(self.name, str) and self.name.startswith("envpool:")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -124,6 +180,9 @@ class ReplayConfig:
       spill_block: bytes per spill call (all seeds): "4MB", "8MB", "16MB" (MiB: 2**20 bytes)
         or an int. The block is also bounded by L2: at most about half of it.
       keep_spill: keep the L3 files after training (default: removed).
+      dedup_frames: for envs whose observations stack frames (Atari), store one frame per row
+        and rebuild the stacks of `obs` and `next_obs` at sample time (4x less memory for 4
+        frames); False stores whole observations. Not yet combined with L3.
     """
 
     capacity: int | str = 10_000
@@ -141,8 +200,10 @@ class ReplayConfig:
     spill_dir: str | None = None
     spill_block: str | int = "4MB"
     keep_spill: bool = False
+    dedup_frames: bool = True
 
     def __post_init__(self) -> None:
+        _require(self, "dedup_frames", isinstance(self.dedup_frames, bool), "True or False")
         if isinstance(self.capacity, str):
             _require(
                 self,
@@ -599,17 +660,22 @@ class TrainConfig:
           >>> cfg.replay.batch_size, cfg.num_seeds
           (32, 2)
         """
-        parts = {}
-        for name, value in changes.items():
-            current = getattr(self, name)
-            if isinstance(value, dict) and dataclasses.is_dataclass(current):
-                value = dataclasses.replace(current, **value)
-            parts[name] = value
-        return dataclasses.replace(self, **parts)
+        return _replace(self, changes)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as plain JSON-ready data."""
         return dataclasses.asdict(self)
+
+
+def _replace(obj: Any, changes: dict[str, Any]) -> Any:
+    """`dataclasses.replace`, where a dict given for a dataclass field changes its fields."""
+    parts = {}
+    for name, value in changes.items():
+        current = getattr(obj, name, None)  # unknown names: dataclasses.replace raises
+        if isinstance(value, dict) and dataclasses.is_dataclass(current):
+            value = _replace(current, value)
+        parts[name] = value
+    return dataclasses.replace(obj, **parts)
 
 
 def _divisor_near(n: int, target: int) -> int:

@@ -114,13 +114,20 @@ def make_train(
       >>> metrics.loss.shape
       (2,)
     """
-    env = env or make_env(config.env.name, config.env.num_envs)
+    # A pool env (envpool) holds every seed's envs: num_seeds x num_envs, stepped once per
+    # collect step outside the seed vmap (DESIGN §1.3).
+    pool_size = config.env.num_envs * (config.num_seeds if config.env.is_envpool else 1)
+    env = env or make_env(config.env.name, pool_size, atari=config.env.atari, seed=config.seed)
     spec = env.spec
-    if spec.num_envs != config.env.num_envs:
+    pooled = not spec.seed_vmappable
+    expected = config.env.num_envs * (config.num_seeds if pooled else 1)
+    if spec.num_envs != expected:
         raise ValueError(
             f"EnvConfig.num_envs={config.env.num_envs} does not match the env given "
-            f"({spec.num_envs} envs)."
+            f"({spec.num_envs} envs; expected {expected}"
+            + (" = num_seeds x num_envs for a pool env)." if pooled else ").")
         )
+    num_seeds = config.num_seeds
     schedules = make_schedules(config)
     policy = policy or resolve_policy(config.precision)
     network = QNetwork.for_policy(config.network, spec, policy)
@@ -131,7 +138,7 @@ def make_train(
         learning_rate=schedules.learning_rate,
         policy=policy,
     )
-    n = spec.num_envs
+    n = config.env.num_envs  # envs per seed
     example = Transition(
         obs=jax.ShapeDtypeStruct((n, *spec.obs_shape), spec.obs_dtype),
         action=jax.ShapeDtypeStruct((n,), jnp.int32),
@@ -150,12 +157,16 @@ def make_train(
         updates_per_sync=config.updates_per_block,
         total_updates=config.total_updates,
         seed=config.seed,
+        frame_stack=spec.frame_stack,
     )
     cpb = config.collect_steps_per_block
     prefill = config.prefill_steps
     period = config.target_period_blocks
     # vmap axes of a SeedState: the replay's shared cursors are carried once, not per seed.
-    seed_axes = SeedState(agent=0, replay=buffer.seed_axes, env_state=0, obs=0, key=0)
+    # A pool env's state is one for all seeds (not vmapped).
+    seed_axes = SeedState(
+        agent=0, replay=buffer.seed_axes, env_state=None if pooled else 0, obs=0, key=0
+    )
 
     def _vmap(fn, in_axes, out_axes):
         return jax.vmap(fn, in_axes=in_axes, out_axes=out_axes, axis_name=SEED_AXIS)
@@ -170,6 +181,14 @@ def make_train(
         # switch a real branch under the seed vmap (a per-seed flag would run both branches).
         return jnp.any(seeds.agent.loss_scale.fallback)
 
+    def _record_stats(done, info):
+        """Finished episodes' return and length sums and count over the last (env) axis."""
+        return (
+            jnp.sum(jnp.where(done, info["episode_return"], 0.0), axis=-1),
+            jnp.sum(jnp.where(done, info["episode_length"], 0), axis=-1).astype(jnp.float32),
+            jnp.sum(done, axis=-1).astype(jnp.float32),
+        )
+
     def _collect(seed: SeedState, epsilon: Array, fp32: Array):
         key, key_act, key_env = jax.random.split(seed.key, 3)
         # act
@@ -181,12 +200,38 @@ def make_train(
             seed.obs, action, reward, info["terminated"], info["truncated"], info["reset"]
         )
         replay = buffer.add(seed.replay, transition)
-        stats = (
-            jnp.sum(jnp.where(done, info["episode_return"], 0.0)),
-            jnp.sum(jnp.where(done, info["episode_length"], 0)).astype(jnp.float32),
-            jnp.sum(done).astype(jnp.float32),
-        )
+        stats = _record_stats(done, info)
         return SeedState(seed.agent, replay, env_state, next_obs, key), stats
+
+    def _to_seeds(x: Array) -> Array:
+        return x.reshape(num_seeds, n, *x.shape[1:])
+
+    def _collect_pool(seeds: SeedState, epsilon: Array, fp32: Array):
+        """One collect step of all seeds with one pool step: act per seed (vmapped), step the
+        pool of `[S * E]` envs once, add to each seed's replay (vmapped)."""
+
+        def _act(seed: SeedState):
+            key, key_act, _ = jax.random.split(seed.key, 3)
+            return key, agent.act(seed.agent, key_act, seed.obs, epsilon, fp32)
+
+        keys, action = _vmap(_act, (seed_axes,), 0)(seeds)  # [S], [S, E]
+        env_state, next_obs, reward, done, info = env.step(
+            keys[0], seeds.env_state, action.reshape(num_seeds * n)
+        )
+        transition = Transition(
+            seeds.obs,
+            action,
+            _to_seeds(reward),
+            _to_seeds(info["terminated"]),
+            _to_seeds(info["truncated"]),
+            _to_seeds(info["reset"]),
+        )
+        replay = _vmap(buffer.add, (buffer.seed_axes, 0), buffer.seed_axes)(
+            seeds.replay, transition
+        )
+        info = {k: _to_seeds(v) for k, v in info.items()}
+        stats = _record_stats(_to_seeds(done), info)
+        return SeedState(seeds.agent, replay, env_state, _to_seeds(next_obs), keys), stats
 
     def _learn(seed: SeedState, fp32: Array):
         key, key_sample = jax.random.split(seed.key)
@@ -198,6 +243,10 @@ def make_train(
     def _seed_block(seed: SeedState, block: Array, epsilons: Array, fp32: Array):
         seed, stats = jax.lax.scan(lambda s, e: _collect(s, e, fp32), seed, epsilons)
         stats = jax.tree.map(jnp.sum, stats)
+        seed, m = _seed_learn(seed, block, fp32)
+        return seed, (stats, m)
+
+    def _seed_learn(seed: SeedState, block: Array, fp32: Array):
         if config.updates_per_block == 1:
             seed, m = _learn(seed, fp32)
         else:
@@ -209,7 +258,7 @@ def make_train(
         agent_state = jax.lax.cond(
             (block + 1) % period == 0, agent.update_target, lambda a: a, seed.agent
         )
-        return seed._replace(agent=agent_state), (stats, m)
+        return seed._replace(agent=agent_state), m
 
     def _seed_init(key: PRNGKey) -> SeedState:
         key, key_env, key_net = jax.random.split(key, 3)
@@ -217,14 +266,28 @@ def make_train(
         agent_state = agent.init(key_net, obs)
         return SeedState(agent_state, buffer.init(), env_state, obs, key)
 
+    def _seed_init_pooled(key: PRNGKey, obs: Array) -> SeedState:
+        key, _, key_net = jax.random.split(key, 3)
+        return SeedState(agent.init(key_net, obs), buffer.init(), None, obs, key)
+
+    def _collect_all(seeds: SeedState, epsilon: Array, fp32: Array):
+        """One collect step of every seed: `([S] state, per-seed stats [S] each)`."""
+        if pooled:
+            return _collect_pool(seeds, epsilon, fp32)
+        return _vmap(_collect, (seed_axes, None, None), (seed_axes, 0))(seeds, epsilon, fp32)
+
     # ---- the loop ----------------------------------------------------------------------------
     def init(keys: PRNGKey) -> RunnerState:
-        seeds = _vmap(_seed_init, 0, seed_axes)(keys)
+        if pooled:
+            env_state, obs = env.reset(keys[0])
+            axes = seed_axes._replace(env_state=None)
+            seeds = _vmap(_seed_init_pooled, (0, 0), axes)(keys, _to_seeds(obs))
+            seeds = seeds._replace(env_state=env_state)
+        else:
+            seeds = _vmap(_seed_init, 0, seed_axes)(keys)
 
         def prefill_step(seeds, i):
-            seeds, _ = _vmap(_collect, (seed_axes, None, None), (seed_axes, 0))(
-                seeds, _epsilon(i), jnp.zeros((), bool)
-            )
+            seeds, _ = _collect_all(seeds, _epsilon(i), jnp.zeros((), bool))
             return seeds._replace(replay=buffer.host_sync(seeds.replay)), None
 
         seeds, _ = jax.lax.scan(prefill_step, seeds, jnp.arange(prefill, dtype=jnp.int32))
@@ -235,9 +298,18 @@ def make_train(
         first = prefill + runner.block * cpb
         epsilons = _epsilon(first + jnp.arange(cpb, dtype=jnp.int32))
         fp32 = _fp32(runner.seeds)
-        seeds, (stats, m) = _vmap(_seed_block, (seed_axes, None, None, None), (seed_axes, 0))(
-            runner.seeds, runner.block, epsilons, fp32
-        )
+        if pooled:  # collect outside the seed vmap (one pool step per collect step), then learn
+            seeds, stats = jax.lax.scan(
+                lambda s, e: _collect_all(s, e, fp32), runner.seeds, epsilons
+            )
+            stats = jax.tree.map(lambda x: jnp.sum(x, axis=0), stats)
+            seeds, m = _vmap(_seed_learn, (seed_axes, None, None), (seed_axes, 0))(
+                seeds, runner.block, fp32
+            )
+        else:
+            seeds, (stats, m) = _vmap(_seed_block, (seed_axes, None, None, None), (seed_axes, 0))(
+                runner.seeds, runner.block, epsilons, fp32
+            )
         if policy.fallback:  # record the shared switch in every seed's state
             scale = seeds.agent.loss_scale
             scale = scale._replace(fallback=jnp.broadcast_to(_fp32(seeds), scale.fallback.shape))
@@ -310,6 +382,8 @@ def evaluate_greedy(
       `[S]` float32 mean return (NaN if `eval_episodes` is 0).
     """
     episodes = max(config.eval_episodes, 1)
+    if config.env.is_envpool:
+        return _evaluate_pool(config, agents, key, agent=agent, env=env)
     env = env or make_env(config.env.name, episodes)
     horizon = env.spec.max_episode_steps + 1
     num_seeds = jax.tree.leaves(agents.grad_steps)[0].shape[0]
@@ -337,6 +411,48 @@ def evaluate_greedy(
     if config.eval_episodes == 0:
         return jnp.full((num_seeds,), jnp.nan, jnp.float32)
     return returns
+
+
+def _evaluate_pool(
+    config: TrainConfig, agents: AgentState, key: PRNGKey, *, agent: Agent, env: Env | None
+) -> Array:
+    """`evaluate_greedy` for a pool env: one pool of `[S * episodes]` whole games, played until
+    every game has ended (at most `max_episode_steps` steps)."""
+    num_seeds = jax.tree.leaves(agents.grad_steps)[0].shape[0]
+    episodes = max(config.eval_episodes, 1)
+    env = env or make_env(
+        config.env.name,
+        num_seeds * episodes,
+        atari=config.env.atari,
+        seed=config.seed + 1,
+        evaluation=True,
+    )
+    fp32 = jnp.any(agents.loss_scale.fallback)
+    keys = key if key.shape == (num_seeds,) else jax.random.split(key, num_seeds)
+    env_state, obs = env.reset(keys[0])
+    zeros = jnp.zeros((num_seeds * episodes,), jnp.float32)
+
+    def act(agent_state, key, obs):
+        return agent.act(agent_state, key, obs, jnp.float32(0.0), fp32)
+
+    def cond(carry):
+        t, _, _, _, finished, _ = carry
+        return jnp.logical_and(t <= env.spec.max_episode_steps, ~jnp.all(finished))
+
+    def body(carry):
+        t, env_state, obs, total, finished, keys = carry
+        split = jax.vmap(jax.random.split)(keys)
+        keys, key_act = split[:, 0], split[:, 1]
+        action = jax.vmap(act)(agents, key_act, obs.reshape(num_seeds, episodes, *obs.shape[1:]))
+        env_state, obs, reward, done, _ = env.step(keys[0], env_state, action.reshape(-1))
+        total = total + jnp.where(finished, 0.0, reward)
+        return t + 1, env_state, obs, total, finished | done, keys
+
+    init = (jnp.zeros((), jnp.int32), env_state, obs, zeros, zeros > 0, keys)
+    _, _, _, total, _, _ = jax.lax.while_loop(cond, body, init)
+    if config.eval_episodes == 0:
+        return jnp.full((num_seeds,), jnp.nan, jnp.float32)
+    return jnp.mean(total.reshape(num_seeds, episodes), axis=1)
 
 
 # ---- host shell ----------------------------------------------------------------------------------
@@ -484,8 +600,9 @@ def _train(config, fns, wall, *, progress, on_chunk, devices) -> TrainResult:
     )
     init_fn, run_fn, eval_fn = fns.init, fns.run_chunk, fns.evaluate
     used = parallel.seed_devices(config.num_seeds, devices)
-    if fns.buffer.store is not None and len(used) > 1:
-        # One ordered host callback stream per program: the L3 tier runs its seeds on one device.
+    if (fns.buffer.store is not None or not fns.env.spec.seed_vmappable) and len(used) > 1:
+        # One ordered host callback stream per program: the L3 tier runs its seeds on one
+        # device, and so does a pool env (one pool for all seeds).
         used = used[:1]
     if len(used) > 1:
         mesh = parallel.seed_mesh(used)

@@ -10,6 +10,7 @@ import pytest
 
 from jaxrl_fast import presets
 from jaxrl_fast.config import (
+    AtariConfig,
     DQNConfig,
     EnvConfig,
     NetworkConfig,
@@ -455,3 +456,30 @@ def test_to_dict_is_json_ready():
     assert data["network"]["hidden_sizes"] == [120, 84]
     assert data["dqn"]["max_grad_norm"] is None
     assert data["total_env_steps"] == 500_000
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("frame_skip", 0),
+        ("img_size", 20),
+        ("stack_num", 0),
+        ("noop_max", -1),
+        ("episodic_life", "yes"),
+        ("reward_clip", 1),
+        ("sticky_actions", None),
+        ("max_episode_frames", 2),
+    ],
+)
+def test_atari_config_rejects(field, value):
+    with pytest.raises(ValueError, match=rf"AtariConfig\.{field}="):
+        AtariConfig(**{field: value})
+
+
+def test_atari_config_nested_replace_and_steps():
+    cfg = TrainConfig().replace(env={"name": "envpool:Pong-v5", "atari": {"frame_skip": 2}})
+    assert cfg.env.is_envpool and cfg.env.atari.frame_skip == 2
+    assert cfg.env.atari.max_episode_steps == 108_000 // 2
+    assert not TrainConfig().env.is_envpool
+    with pytest.raises(ValueError, match=r"EnvConfig\.atari="):
+        EnvConfig(atari={"frame_skip": 2})

@@ -35,9 +35,11 @@ def test_continuous_or_excluded_env_is_rejected(name):
         make_env(name)
 
 
-def test_envpool_prefix_is_a_clear_error():
-    pattern = r"EnvConfig\.name='envpool:Pong-v5'.*envpool.*not supported"
-    with pytest.raises(ValueError, match=pattern):
+def test_envpool_without_the_atari_extra_says_how_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "envpool", None)  # as if envpool were not installed
+    with pytest.raises(ImportError, match=r"pip install 'jaxrl-fast\[atari\]'"):
         make_env("envpool:Pong-v5")
 
 

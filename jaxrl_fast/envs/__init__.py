@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jaxrl_fast.config import AtariConfig
 from jaxrl_fast.envs.base import Env, EnvSpec, EnvState, make_batched_env
 from jaxrl_fast.envs.gymnax_env import gymnax_discrete_envs, make_gymnax_env
 from jaxrl_fast.envs.probe import PROBE_ENVS, make_probe_env, optimal_q
@@ -19,16 +20,35 @@ __all__ = [
 
 
 def list_envs() -> list[str]:
-    """Return every env name `make_env` accepts (gymnax discrete-action envs and probes)."""
-    return gymnax_discrete_envs() + list(PROBE_ENVS)
+    """Return every env name `make_env` accepts: gymnax discrete-action envs, probes and, with
+    the `atari` extra installed, "envpool:<Game>-v5" Atari games."""
+    names = gymnax_discrete_envs() + list(PROBE_ENVS)
+    try:
+        from jaxrl_fast.envs.envpool_env import PREFIX, atari_games
+
+        names += [PREFIX + g for g in atari_games()]
+    except ImportError:
+        pass  # envpool (the `atari` extra) is not installed: no Atari names to list
+    return names
 
 
-def make_env(name: str, num_envs: int = 1) -> Env:
+def make_env(
+    name: str,
+    num_envs: int = 1,
+    *,
+    atari: AtariConfig | None = None,
+    seed: int = 0,
+    evaluation: bool = False,
+) -> Env:
     """Build a batched env by name.
 
     Args:
-      name: a gymnax id ("CartPole-v1", optionally "gymnax:CartPole-v1") or a probe env name.
-      num_envs: parallel envs.
+      name: a gymnax id ("CartPole-v1", optionally "gymnax:CartPole-v1"), a probe env name, or
+        an envpool Atari game ("envpool:Pong-v5", the `atari` extra).
+      num_envs: parallel envs (for envpool: the whole pool).
+      atari: Atari settings (envpool only).
+      seed: envpool's seed (gymnax envs take their randomness from the keys given to them).
+      evaluation: envpool only: whole games, unclipped rewards.
 
     Raises:
       ValueError: unknown name (the message lists valid names), or `num_envs < 1`.
@@ -47,8 +67,7 @@ def make_env(name: str, num_envs: int = 1) -> Env:
     if name in PROBE_ENVS:
         return make_probe_env(name, num_envs)
     if name.startswith("envpool:"):
-        raise ValueError(
-            f"EnvConfig.name={name!r}: envpool (Atari) envs are not supported yet; "
-            f"use a gymnax env such as 'CartPole-v1'."
-        )
+        from jaxrl_fast.envs.envpool_env import make_envpool_env
+
+        return make_envpool_env(name, num_envs, atari, seed=seed, evaluation=evaluation)
     return make_gymnax_env(name.removeprefix("gymnax:"), num_envs)

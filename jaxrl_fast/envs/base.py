@@ -29,6 +29,7 @@ class EnvSpec(NamedTuple):
     num_envs: int
     max_episode_steps: int
     seed_vmappable: bool = True  # False for handle-based envs (envpool)
+    frame_stack: int = 0  # k > 1: obs stack the last k frames on the last axis (Atari)
 
 
 class EnvState(NamedTuple):

@@ -11,6 +11,17 @@ final one at a truncation included.
 A row may be sampled once its bootstrap row is written: slots older than the newest `n_step`
 ones. Rows that are not transitions (reset steps, the staging window's warm-up, unwritten
 slots) have `valid == False` and are sampled with weight 0 (priority 0 under PER).
+
+**Frame deduplication** (`frame_stack=k`, for observations that stack the last `k` frames on
+the last axis, as Atari's `[84, 84, 4]`): a row stores only its newest frame and a `fresh`
+flag, and `gather` rebuilds both `obs` and `next_obs` stacks from the frames of the rows before
+them. `add` compares each observation with the env's previous one: it *continues* the previous
+stack when its first `k - 1` frames are the previous stack's last `k - 1`; otherwise the row is
+`fresh` and its stack is `k` copies of its frame (how envpool starts a game). Rebuilding walks
+back from a row, staying on a fresh row: by induction every rebuilt stack equals the stored
+observation bitwise, and `add` counts any observation that is neither (`stack_mismatches`,
+0 for envpool). Zero-initialised slots make the first rows rebuild correctly too. Once the
+ring is full the `k - 1` oldest slots have lost their predecessors and are not sampled.
 """
 
 from __future__ import annotations
@@ -59,17 +70,33 @@ class RingState(NamedTuple):
     valid: Array  # [T, E] bool
     insert_pos: Array  # [] int32, next slot to write
     size: Array  # [] int32, slots holding data (<= T)
+    # frame deduplication only (None otherwise); `obs` then holds [T, E, *frame_shape]
+    fresh: Array | None = None  # [T, E] bool, the row's stack is copies of its frame
+    last: Array | None = None  # [E, *obs_shape], the previous observation added
+    stack_mismatches: Array | None = None  # [] int32, stacks neither continued nor fresh
 
 
 RING_SEED_AXES = RingState(
-    obs=0, action=0, reward=0, discount=0, offset=0, valid=0, insert_pos=None, size=None
+    obs=0,
+    action=0,
+    reward=0,
+    discount=0,
+    offset=0,
+    valid=0,
+    insert_pos=None,
+    size=None,
+    fresh=0,
+    last=0,
+    stack_mismatches=0,
 )
 
 
-def row_bytes(obs_shape: tuple[int, ...], obs_dtype) -> int:
-    """Device bytes of one L2 row: the observation once plus action, reward, discount, offset
-    and flag."""
-    return int(math.prod(obs_shape)) * np.dtype(obs_dtype).itemsize + 4 + 4 + 4 + 1 + 1
+def row_bytes(obs_shape: tuple[int, ...], obs_dtype, frame_stack: int = 0) -> int:
+    """Device bytes of one L2 row: the observation once (with `frame_stack`, its newest frame
+    and a flag) plus action, reward, discount, offset and flag."""
+    shape = tuple(obs_shape)[:-1] if frame_stack else tuple(obs_shape)
+    obs = int(math.prod(shape)) * np.dtype(obs_dtype).itemsize + (1 if frame_stack else 0)
+    return obs + 4 + 4 + 4 + 1 + 1
 
 
 class Ring(NamedTuple):
@@ -83,10 +110,16 @@ class Ring(NamedTuple):
     slots: int
     num_envs: int
     lag: int
+    frame_stack: int = 0
 
 
 def make_ring(
-    capacity: int, num_envs: int, obs_shape: tuple[int, ...], obs_dtype, n_step: int = 1
+    capacity: int,
+    num_envs: int,
+    obs_shape: tuple[int, ...],
+    obs_dtype,
+    n_step: int = 1,
+    frame_stack: int = 0,
 ) -> Ring:
     """Build the ring's functions.
 
@@ -95,6 +128,8 @@ def make_ring(
       num_envs: envs per seed (`E`).
       obs_shape, obs_dtype: one observation.
       n_step: the largest bootstrap offset; the newest `n_step` slots are never sampled.
+      frame_stack: `k > 1` stores one frame per row and rebuilds `k`-frame stacks (the last
+        axis of `obs_shape`, which must be `k`); 0 stores whole observations.
 
     Raises:
       ValueError: capacity not a multiple of `num_envs`, or fewer than `n_step + 1` slots.
@@ -111,11 +146,28 @@ def make_ring(
         )
     slots = capacity // num_envs
     obs_shape = tuple(obs_shape)
+    k = frame_stack
+    if k == 1:
+        k = 0  # a one-frame "stack" is the observation itself
+    if k and (len(obs_shape) < 2 or obs_shape[-1] != k):
+        raise ValueError(
+            f"frame_stack={frame_stack} needs observations whose last axis stacks {frame_stack} "
+            f"frames; got shape {obs_shape}."
+        )
+    if k and slots < n_step + k + 1:
+        raise ValueError(
+            f"ReplayConfig.capacity={capacity} is not allowed with {k}-frame deduplication; "
+            f"expected at least {(n_step + k + 1) * num_envs} rows (n_step + {k + 1} slots of "
+            f"num_envs={num_envs})."
+        )
+    stored_shape = obs_shape[:-1] if k else obs_shape
+    # Once full, the k - 1 oldest slots have lost the frames their stacks need.
+    lost = max(k - 1, 0)
 
     def init() -> RingState:
         z = lambda dt: jnp.zeros((slots, num_envs), dt)  # noqa: E731
         return RingState(
-            obs=jnp.zeros((slots, num_envs, *obs_shape), obs_dtype),
+            obs=jnp.zeros((slots, num_envs, *stored_shape), obs_dtype),
             action=z(jnp.int32),
             reward=z(jnp.float32),
             discount=z(jnp.float32),
@@ -123,6 +175,9 @@ def make_ring(
             valid=z(bool),
             insert_pos=jnp.zeros((), jnp.int32),
             size=jnp.zeros((), jnp.int32),
+            fresh=z(bool) if k else None,
+            last=jnp.zeros((num_envs, *obs_shape), obs_dtype) if k else None,
+            stack_mismatches=jnp.zeros((), jnp.int32) if k else None,
         )
 
     def add(state: RingState, row: StoredRow) -> RingState:
@@ -132,8 +187,21 @@ def make_ring(
         def put(buf, x):
             return jax.lax.dynamic_update_index_in_dim(buf, x.astype(buf.dtype), pos, 0)
 
-        return RingState(
-            obs=put(state.obs, row.obs),
+        extra = {}
+        obs = row.obs
+        if k:
+            axes = tuple(range(1, obs.ndim))
+            continues = jnp.all(obs[..., :-1] == state.last[..., 1:], axis=axes)
+            copies = jnp.all(obs == obs[..., -1:], axis=axes)
+            extra = dict(
+                fresh=put(state.fresh, jnp.logical_not(continues)),
+                last=obs.astype(state.last.dtype),
+                stack_mismatches=state.stack_mismatches
+                + jnp.sum(jnp.logical_not(continues | copies)).astype(jnp.int32),
+            )
+            obs = obs[..., -1]
+        return state._replace(
+            obs=put(state.obs, obs),
             action=put(state.action, row.action),
             reward=put(state.reward, row.reward),
             discount=put(state.discount, row.discount),
@@ -141,24 +209,40 @@ def make_ring(
             valid=put(state.valid, row.valid),
             insert_pos=(pos + 1) % slots,
             size=jnp.minimum(state.size + 1, slots),
+            **extra,
         )
 
     def sampleable_slots(state: RingState) -> Array:
-        """Slots whose bootstrap row is written: all but the newest `n_step`."""
-        return jnp.maximum(state.size - n_step, 0)
+        """Slots whose bootstrap row is written: all but the newest `n_step` (and, with frame
+        deduplication in a full ring, all but the `frame_stack - 1` oldest)."""
+        lost_now = jnp.where(state.size >= slots, lost, 0) if lost else 0
+        return jnp.maximum(state.size - n_step - lost_now, 0)
+
+    def _stacks(state: RingState, t: Array, env: Array) -> Array:
+        """Rebuilt `[B, *obs_shape]` stacks of rows `(t, env)`: walk back from each row, one
+        slot per frame, but stay on a fresh row (its stack repeats its frame)."""
+        frames, idx = [state.obs[t, env]], t
+        for _ in range(k - 1):
+            idx = jnp.where(state.fresh[idx, env], idx, (idx - 1) % slots)
+            frames.append(state.obs[idx, env])
+        return jnp.stack(frames[::-1], axis=-1)
 
     def gather(state: RingState, flat: Array) -> Batch:
         """Transitions at flat rows `t * E + e` (`[B]` int32); weight = valid."""
         t, env = flat // num_envs, flat % num_envs
         rows = lambda x: x.reshape((slots * num_envs,) + x.shape[2:])  # noqa: E731
-        flat_next = ((t + rows(state.offset)[flat].astype(jnp.int32)) % slots) * num_envs + env
-        obs = rows(state.obs)
+        t_next = (t + rows(state.offset)[flat].astype(jnp.int32)) % slots
+        if k:
+            obs, next_obs = _stacks(state, t, env), _stacks(state, t_next, env)
+        else:
+            stored = rows(state.obs)
+            obs, next_obs = stored[flat], stored[t_next * num_envs + env]
         return Batch(
-            obs=obs[flat],
+            obs=obs,
             action=rows(state.action)[flat],
             reward=rows(state.reward)[flat],
             discount=rows(state.discount)[flat],
-            next_obs=obs[flat_next],
+            next_obs=next_obs,
             weight=rows(state.valid)[flat].astype(jnp.float32),
             index=flat.astype(jnp.int32),
         )
@@ -172,4 +256,4 @@ def make_ring(
         ok = sampleable_slots(state) > 0
         return batch._replace(weight=jnp.where(ok, batch.weight, 0.0))
 
-    return Ring(init, add, gather, sample_uniform, sampleable_slots, slots, num_envs, n_step)
+    return Ring(init, add, gather, sample_uniform, sampleable_slots, slots, num_envs, n_step, k)

@@ -166,8 +166,10 @@ def seed_device_bytes(
     num_envs: int,
     n_step: int = 1,
     prioritised_sampler: str | None = None,
+    frame_stack: int = 0,
 ) -> int:
     """Device bytes of one seed's L1 window and `rows`-row L2 ring (with priorities).
+    `frame_stack` k > 1: L2 stores one frame per row (`ring.row_bytes`).
 
     Args:
       rows: L2 rows.
@@ -182,19 +184,24 @@ def seed_device_bytes(
       >>> seed_device_bytes(1000, (4,), "float32", num_envs=10, prioritised_sampler="cumsum")
       34270
     """
-    total = rows * row_bytes(obs_shape, obs_dtype)
+    total = rows * row_bytes(obs_shape, obs_dtype, frame_stack)
     total += staging_bytes(obs_shape, obs_dtype, n_step=n_step, num_envs=num_envs)
     if prioritised_sampler is not None:
         total += priority_bytes(rows, prioritised.resolve_sampler(prioritised_sampler, rows))
     return total
 
 
-def _obs_spec(config: TrainConfig, spec: Any) -> tuple[tuple[int, ...], Any]:
+def _obs_spec(config: TrainConfig, spec: Any) -> tuple[tuple[int, ...], Any, int]:
+    """Observation shape and dtype, and the frame stack L2 deduplicates (0: none)."""
     if spec is None:
         from jaxrl_fast.envs import make_env
 
-        spec = make_env(config.env.name, config.env.num_envs).spec  # traces nothing heavy
-    return tuple(spec.obs_shape), np.dtype(spec.obs_dtype)
+        spec = make_env(  # traces nothing heavy
+            config.env.name, config.env.num_envs, atari=config.env.atari
+        ).spec
+    stack = getattr(spec, "frame_stack", 0)
+    stack = stack if config.replay.dedup_frames and stack > 1 else 0
+    return tuple(spec.obs_shape), np.dtype(spec.obs_dtype), stack
 
 
 def _memory(device: Any, device_memory: int | None) -> tuple[int, str]:
@@ -220,6 +227,7 @@ def _rows_for_share(
     share: float,
     memory: int,
     source: str,
+    frame_stack: int = 0,
 ) -> int:
     """The most L2 rows per seed (a multiple of num_envs) that fit in `share x memory`."""
     replay, e, seeds = config.replay, config.env.num_envs, config.num_seeds
@@ -233,6 +241,7 @@ def _rows_for_share(
             num_envs=e,
             n_step=replay.n_step,
             prioritised_sampler=sampler,
+            frame_stack=frame_stack,
         )
 
     budget = int(share * memory) // seeds
@@ -248,7 +257,7 @@ def _rows_for_share(
         )
     # need() grows with rows (the sum tree has at least as many bytes per row as cumsum), so
     # bisect on slots for the largest that fits.
-    hi = max(lo, min(budget // (row_bytes(obs_shape, obs_dtype) * e), MAX_ROWS // e))
+    hi = max(lo, min(budget // (row_bytes(obs_shape, obs_dtype, frame_stack) * e), MAX_ROWS // e))
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if need(mid * e) <= budget:
@@ -295,9 +304,9 @@ def resolve_capacity(
     share = capacity_share(config.replay.capacity)
     if share is None:
         return config
-    obs_shape, obs_dtype = _obs_spec(config, spec)
+    obs_shape, obs_dtype, frame_stack = _obs_spec(config, spec)
     memory, source = _memory(device, device_memory)
-    rows = _rows_for_share(config, obs_shape, obs_dtype, share, memory, source)
+    rows = _rows_for_share(config, obs_shape, obs_dtype, share, memory, source, frame_stack)
     return config.replace(replay={"capacity": rows})
 
 
@@ -444,15 +453,15 @@ def plan(
       >>> p.row_bytes, p.l2_bytes, p.naive_row_bytes, p.fits
       (30, 300000, 41, True)
     """
-    obs_shape, obs_dtype = _obs_spec(config, spec)
+    obs_shape, obs_dtype, frame_stack = _obs_spec(config, spec)
     memory, source = _memory(device, device_memory)
     share = capacity_share(config.replay.capacity)
     rows = config.replay.capacity
     if share is not None:
-        rows = _rows_for_share(config, obs_shape, obs_dtype, share, memory, source)
+        rows = _rows_for_share(config, obs_shape, obs_dtype, share, memory, source, frame_stack)
     replay = dataclasses.replace(config.replay, capacity=rows)
     e, seeds, n = config.env.num_envs, config.num_seeds, replay.n_step
-    row = row_bytes(obs_shape, obs_dtype)
+    row = row_bytes(obs_shape, obs_dtype, frame_stack)
     obs_bytes = math.prod(obs_shape) * obs_dtype.itemsize
     sampler = prioritised.resolve_sampler(replay.sampler, rows) if replay.prioritised else None
     prio = priority_bytes(rows, sampler) if sampler else 0

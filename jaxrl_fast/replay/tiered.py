@@ -136,6 +136,7 @@ def make_buffer(
     total_updates: int | None = None,
     prefetch: bool = True,
     seed: int = 0,
+    frame_stack: int = 0,
 ) -> Buffer:
     """Build the buffer a `ReplayConfig` describes.
 
@@ -149,6 +150,8 @@ def make_buffer(
       total_updates: batches over the run; PER's beta reaches 1 there (None: beta stays fixed).
       prefetch: L3 reads one call ahead (False: synchronous reads, for tests).
       seed: seeds the host's draws of L3 rows (with the read count).
+      frame_stack: `k > 1` for observations that stack `k` frames on the last axis: L2 stores
+        one frame per row and rebuilds the stacks (`ring.make_ring`), if `dedup_frames`.
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -168,7 +171,13 @@ def make_buffer(
     num_envs = example.obs.shape[0]
     obs_shape, obs_dtype = tuple(example.obs.shape[1:]), example.obs.dtype
     n = config.n_step
-    ring = make_ring(config.capacity, num_envs, obs_shape, obs_dtype, n)
+    frame_stack = frame_stack if config.dedup_frames and frame_stack > 1 else 0
+    if frame_stack and config.l3 != "off":
+        raise ValueError(
+            f"ReplayConfig.l3={config.l3!r} is not allowed with frame deduplication yet (L3 rows "
+            f"would need their predecessors' frames); expected l3='off', or dedup_frames=False."
+        )
+    ring = make_ring(config.capacity, num_envs, obs_shape, obs_dtype, n, frame_stack)
     rows_l2 = ring.slots * num_envs
     batch_size = config.batch_size
     per = config.prioritised
@@ -244,9 +253,12 @@ def make_buffer(
             env = jnp.arange(num_envs, dtype=jnp.int32)
             ready = (pos - n) % ring.slots
             ready_ok = jnp.logical_and(ring_state.valid[ready], ring_state.size > n)
-            index = jnp.concatenate([pos * num_envs + env, ready * num_envs + env])
+            # With frame deduplication the next frame_stack - 1 oldest slots also leave: their
+            # stacks need the frame just overwritten.
+            gone = [(pos + j) % ring.slots for j in range(max(frame_stack, 1))]
+            index = jnp.concatenate([g * num_envs + env for g in gone] + [ready * num_envs + env])
             value = jnp.concatenate(
-                [jnp.zeros((num_envs,)), jnp.where(ready_ok, state.max_priority, 0.0)]
+                [jnp.zeros((num_envs * len(gone),)), jnp.where(ready_ok, state.max_priority, 0.0)]
             )
             priorities = sampler.set(priorities, index, value)
         l3 = state.l3

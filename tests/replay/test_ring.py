@@ -293,3 +293,95 @@ def test_vmapped_seeds_share_the_cursor():
     assert int(state.ring.insert_pos) == 2 and int(state.ring.size) == 2
     np.testing.assert_array_equal(state.ring.obs[0, 1, :, 0], [_code(0, 0), _code(0, 1)])
     np.testing.assert_array_equal(state.ring.obs[1, 1, :, 0], [_code(7, 0), _code(7, 1)])
+
+
+# ---- frame deduplication (synthetic stacks; the envpool tests check real Atari stacks) ------
+K, FRAME = 4, (2, 3)
+
+
+def _stack_stream(steps, starts, seed=0):
+    """`[steps, E, 2, 3, K]` uint8 stacks: a new episode (at `(t, e)` in `starts`, and t = 0)
+    shows K copies of its first frame, later steps shift one new frame in, as envpool does."""
+    rng = np.random.default_rng(seed)
+    frames = rng.integers(0, 256, (steps, E, *FRAME), dtype=np.uint8)
+    out = np.zeros((steps, E, *FRAME, K), np.uint8)
+    for e in range(E):
+        for t in range(steps):
+            if t == 0 or (t, e) in starts:
+                out[t, e] = np.repeat(frames[t, e][..., None], K, axis=-1)
+            else:
+                out[t, e] = np.concatenate([out[t - 1, e][..., 1:], frames[t, e][..., None]], -1)
+    return out
+
+
+def _dedup_rows(stream, capacity, n_step=1):
+    ring = make_ring(capacity, E, (*FRAME, K), jnp.uint8, n_step, frame_stack=K)
+    add = jax.jit(ring.add)
+    state = ring.init()
+    for t in range(stream.shape[0]):
+        row = StoredRow(
+            obs=jnp.asarray(stream[t]),
+            action=jnp.zeros(E, jnp.int32),
+            reward=jnp.zeros(E),
+            discount=jnp.ones(E),
+            offset=jnp.ones(E, jnp.int8),
+            valid=jnp.ones(E, bool),
+        )
+        state = add(state, row)
+    return ring, state
+
+
+def test_frame_dedup_stores_one_frame_and_rebuilds_stacks_bitwise():
+    starts = {(3, 0), (4, 1), (9, 0), (10, 0)}  # incl. a one-step episode
+    stream = _stack_stream(16, starts)
+    ring, state = _dedup_rows(stream, capacity=20 * E)
+    assert state.obs.shape == (20, E, *FRAME)
+    assert int(state.stack_mismatches) == 0
+    fresh = {(t, e) for t in range(16) for e in range(E) if bool(state.fresh[t, e])}
+    assert fresh == starts | {(0, 0), (0, 1)}
+    batch = ring.gather(state, jnp.arange(15 * E, dtype=jnp.int32))
+    np.testing.assert_array_equal(batch.obs, stream[:15].reshape(-1, *FRAME, K))
+    np.testing.assert_array_equal(batch.next_obs, stream[1:16].reshape(-1, *FRAME, K))
+
+
+def test_frame_dedup_counts_stacks_it_cannot_rebuild():
+    stream = _stack_stream(6, set())
+    stream[4, 1, ..., 0] ^= 1  # neither a continuation nor K copies
+    _, state = _dedup_rows(stream, capacity=10 * E)
+    assert int(state.stack_mismatches) == 1
+
+
+def test_frame_dedup_validation_and_bytes():
+    with pytest.raises(ValueError, match="last axis stacks 4 frames"):
+        make_ring(10 * E, E, (2, 3, 3), jnp.uint8, 1, frame_stack=4)
+    with pytest.raises(ValueError, match="at least 12 rows"):
+        make_ring(5 * E, E, (2, 3, 4), jnp.uint8, 1, frame_stack=4)
+    assert row_bytes((84, 84, 4), jnp.uint8, 4) == 84 * 84 + 1 + 14
+
+
+def test_frame_dedup_per_zeroes_the_slots_that_lose_their_frames():
+    example = Transition(
+        obs=jnp.zeros((E, *FRAME, K), jnp.uint8),
+        action=jnp.zeros(E, jnp.int32),
+        reward=jnp.zeros(E),
+        terminated=jnp.zeros(E, bool),
+        truncated=jnp.zeros(E, bool),
+        reset=jnp.zeros(E, bool),
+    )
+    slots = 8
+    cfg = ReplayConfig(capacity=slots * E, batch_size=4, prioritised=True, sampler="cumsum")
+    buffer = make_buffer(cfg, example, frame_stack=K)
+    add = jax.jit(buffer.add)
+    stream = _stack_stream(20, set())
+    state = buffer.init()
+    for t in range(20):
+        state = add(state, example._replace(obs=jnp.asarray(stream[t])))
+    prio = np.asarray(state.priorities).reshape(slots, E)
+    pos = int(state.ring.insert_pos)
+    lost = [(pos + j) % slots for j in range(K - 1)]  # the K - 1 oldest slots
+    newest = (pos - 1) % slots  # waits for its successor
+    assert np.all(prio[lost] == 0) and np.all(prio[newest] == 0)
+    live = [s for s in range(slots) if s not in lost and s != newest]
+    assert np.all(prio[live] > 0) and len(live) == slots - (K - 1) - 1
+    batch = jax.jit(buffer.sample)(state, jax.random.key(0))
+    assert batch.obs.shape == (4, *FRAME, K)

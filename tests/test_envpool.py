@@ -1,0 +1,217 @@
+"""Atari through envpool's XLA interface inside jit/scan (skipped without the `atari` extra)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+envpool = pytest.importorskip("envpool")
+
+from jaxrl_fast import train  # noqa: E402
+from jaxrl_fast.config import (  # noqa: E402
+    AtariConfig,
+    DQNConfig,
+    EnvConfig,
+    NetworkConfig,
+    ReplayConfig,
+    TrainConfig,
+)
+from jaxrl_fast.envs import list_envs, make_env  # noqa: E402
+from jaxrl_fast.replay import make_buffer, make_ring, row_bytes  # noqa: E402
+from jaxrl_fast.types import Transition  # noqa: E402
+
+STEPS, N, SEED = 400, 3, 5
+WRAPPED_SLOTS = 50
+
+
+@pytest.fixture(scope="module")
+def breakout_rollout():
+    """400 random-action steps of 3 Breakout envs through the adapter, inside one jitted scan
+    that also adds every step to an n=1 replay buffer."""
+    env = make_env("envpool:Breakout-v5", N, seed=SEED)
+    actions = jnp.asarray(np.random.default_rng(0).integers(0, 4, (STEPS, N)), jnp.int32)
+    example = Transition(
+        obs=jax.ShapeDtypeStruct((N, 84, 84, 4), jnp.uint8),
+        action=jax.ShapeDtypeStruct((N,), jnp.int32),
+        reward=jax.ShapeDtypeStruct((N,), jnp.float32),
+        terminated=jax.ShapeDtypeStruct((N,), bool),
+        truncated=jax.ShapeDtypeStruct((N,), bool),
+        reset=jax.ShapeDtypeStruct((N,), bool),
+    )
+    buffers = {
+        "whole": make_buffer(ReplayConfig(capacity=(STEPS + 10) * N, batch_size=4), example),
+        "dedup": make_buffer(
+            ReplayConfig(capacity=(STEPS + 10) * N, batch_size=4), example, frame_stack=4
+        ),
+        "dedup-wrapped": make_buffer(
+            ReplayConfig(capacity=WRAPPED_SLOTS * N, batch_size=4, n_step=3),
+            example,
+            frame_stack=4,
+        ),
+    }
+
+    @jax.jit
+    def run(key, actions):
+        state, obs = env.reset(key)
+
+        def body(carry, action):
+            state, obs, replays = carry
+            state, next_obs, reward, done, info = env.step(key, state, action)
+            t = Transition(
+                obs, action, reward, info["terminated"], info["truncated"], info["reset"]
+            )
+            replays = {k: buffers[k].add(r, t) for k, r in replays.items()}
+            return (state, next_obs, replays), (next_obs, reward, done, info)
+
+        init = {k: b.init() for k, b in buffers.items()}
+        (_, _, replays), out = jax.lax.scan(body, (state, obs, init), actions)
+        return obs, out, replays
+
+    obs0, (obs, reward, done, info), replays = run(jax.random.key(0), actions)
+    return jax.device_get((actions, obs0, obs, reward, done, info, replays))
+
+
+def test_adapter_matches_envpools_own_stacks_bitwise(breakout_rollout):
+    """Same seed, same actions: the adapter's observations are envpool's own stacked frames
+    (channel-last), over episodes with life losses and game resets."""
+    actions, obs0, obs, reward, done, info, _ = breakout_rollout
+    ref = envpool.make(
+        "Breakout-v5", env_type="gym", num_envs=N, batch_size=N, seed=SEED,
+        episodic_life=True, reward_clip=True, noop_max=30, repeat_action_probability=0.0,
+        max_episode_steps=27_000,
+    )  # fmt: skip
+    o, _ = ref.reset()
+    np.testing.assert_array_equal(obs0, np.transpose(o, (0, 2, 3, 1)))
+    resets_seen = 0
+    for t in range(STEPS):
+        o, r, te, tr, ref_info = ref.step(np.asarray(actions[t]))
+        np.testing.assert_array_equal(obs[t], np.transpose(o, (0, 2, 3, 1)), err_msg=str(t))
+        real = ~info["reset"][t]
+        np.testing.assert_array_equal(reward[t], np.where(real, r, 0.0))
+        np.testing.assert_array_equal(info["terminated"][t], te & real)
+        # a game's length counts agent steps, not the reset steps envpool inserts
+        ended = done[t]
+        np.testing.assert_array_equal(
+            info["episode_length"][t][ended], ref_info["elapsed_step"][ended]
+        )
+        resets_seen += int(info["reset"][t].sum())
+    assert resets_seen >= 10 and done.sum() >= 2  # life losses and whole games happened
+
+
+def test_reset_steps_follow_every_end_and_never_enter_replay(breakout_rollout):
+    _, _, _, reward, _, info, replays = breakout_rollout
+    replay = replays["whole"]
+    ended = info["terminated"] | info["truncated"]
+    np.testing.assert_array_equal(info["reset"][1:], ended[:-1])  # the step after an end
+    assert np.all(reward[info["reset"]] == 0.0)
+    # n=1 ring: row t holds step t; a row is a sampleable transition iff it is no reset step
+    # (the newest row waits for its successor).
+    valid = replay.ring.valid[: STEPS - 1]
+    np.testing.assert_array_equal(valid, ~info["reset"][: STEPS - 1])
+
+
+def test_unknown_game_suggests_names():
+    with pytest.raises(ValueError, match=r"EnvConfig\.name='envpool:Pongg-v5'.*envpool:Pong-v5"):
+        make_env("envpool:Pongg-v5", 2)
+    assert "envpool:Pong-v5" in list_envs()
+
+
+def _pong_config(**changes) -> TrainConfig:
+    base = TrainConfig(
+        env=EnvConfig(name="envpool:Pong-v5", num_envs=4, atari=AtariConfig(noop_max=10)),
+        network=NetworkConfig(kind="nature", hidden_sizes=(32,)),
+        replay=ReplayConfig(capacity=400, batch_size=8),
+        dqn=DQNConfig(target_period=80, loss="huber"),
+        total_env_steps=400,
+        learning_starts=80,
+        train_frequency=16,
+        num_seeds=2,
+        num_chunks=2,
+        eval_episodes=1,
+    )
+    return base.replace(**changes)
+
+
+def test_two_seeds_over_one_pool_run_fused_pong():
+    """A few hundred fused Pong steps, 2 seeds sharing one pool of 8 emulators: compiled once,
+    each seed with its own agent, actions and replay."""
+    cfg = _pong_config()
+    result = train(cfg, progress=False)
+    assert result.num_devices == 1
+    seeds = result.runner.seeds
+    assert seeds.obs.shape == (2, 4, 84, 84, 4) and seeds.obs.dtype == jnp.uint8
+    assert seeds.replay.ring.obs.shape == (2, 100, 4, 84, 84)  # one frame per row
+    assert np.all(np.asarray(seeds.replay.ring.stack_mismatches) == 0)
+    np.testing.assert_array_equal(seeds.agent.grad_steps, [cfg.total_updates] * 2)
+    p = np.asarray(jax.tree.leaves(seeds.agent.params)[0])
+    assert not np.array_equal(p[0], p[1])  # different inits, different trajectories
+    r = seeds.replay.ring
+    assert not np.array_equal(np.asarray(r.action[:, 0]), np.asarray(r.action[:, 1]))
+    assert all(np.all(np.isfinite(h["loss"])) for h in result.history)
+    # evaluation plays whole Pong games: a score in [-21, 21]
+    assert np.all((result.final_return >= -21) & (result.final_return <= 21))
+
+
+def test_pool_env_with_wrong_size_is_a_clear_error():
+    from jaxrl_fast.train import make_train
+
+    cfg = _pong_config()
+    env = make_env("envpool:Pong-v5", 4)  # one seed's worth, but 2 seeds configured
+    with pytest.raises(ValueError, match=r"expected 8 = num_seeds x num_envs"):
+        make_train(cfg, env=env)
+
+
+def _observations(breakout_rollout):
+    """`[STEPS + 1, N, 84, 84, 4]`: the observation each step's action was taken in, then the
+    last one."""
+    _, obs0, obs, *_ = breakout_rollout
+    return np.concatenate([obs0[None], obs], axis=0)
+
+
+def test_frame_dedup_rebuilds_envpool_stacks_bitwise(breakout_rollout):
+    """One 84x84 frame per row; every rebuilt obs and next_obs stack equals the stack envpool
+    returned, across life losses and new games (fresh stacks repeat their first frame)."""
+    seq = _observations(breakout_rollout)
+    replay = breakout_rollout[-1]["dedup"]
+    assert replay.ring.obs.shape == (STEPS + 10, N, 84, 84)
+    assert int(replay.ring.stack_mismatches) == 0
+    ring = make_ring((STEPS + 10) * N, N, (84, 84, 4), jnp.uint8, 1, frame_stack=4)
+    flat = jnp.arange((STEPS - 1) * N, dtype=jnp.int32)  # every row with its successor written
+    batch = jax.jit(ring.gather)(replay.ring, flat)
+    np.testing.assert_array_equal(batch.obs, seq[: STEPS - 1].reshape(-1, 84, 84, 4))
+    np.testing.assert_array_equal(batch.next_obs, seq[1:STEPS].reshape(-1, 84, 84, 4))
+    assert int(replay.ring.fresh.sum()) >= 3  # the first stacks and the new games
+
+
+def test_frame_dedup_after_wraparound_samples_only_rebuildable_rows(breakout_rollout):
+    """A 50-slot ring after 400 steps (n_step 3): the sampleable rows are the ones whose frames
+    are all still in the ring, and they rebuild bitwise; the 3 oldest slots are never drawn."""
+    seq = _observations(breakout_rollout)
+    replay = breakout_rollout[-1]["dedup-wrapped"]
+    ring = make_ring(WRAPPED_SLOTS * N, N, (84, 84, 4), jnp.uint8, 3, frame_stack=4)
+    sampleable = int(ring.sampleable_slots(replay.ring))
+    assert sampleable == WRAPPED_SLOTS - 3 - 3
+    # the newest committed row holds step STEPS - 3 (the L1 window holds the last 2 steps)
+    newest = STEPS - 3
+    back = np.arange(sampleable)
+    steps = newest - 3 - back
+    slots = (int(replay.ring.insert_pos) - 1 - 3 - back) % WRAPPED_SLOTS
+    flat = jnp.asarray((slots[:, None] * N + np.arange(N)).reshape(-1), jnp.int32)
+    batch = jax.jit(ring.gather)(replay.ring, flat)
+    np.testing.assert_array_equal(batch.obs, seq[steps].reshape(-1, 84, 84, 4))
+    offsets = np.asarray(replay.ring.offset)[slots].reshape(-1)
+    want_next = seq[np.repeat(steps, N) + offsets, np.tile(np.arange(N), len(steps))]
+    np.testing.assert_array_equal(batch.next_obs, want_next)
+    # uniform draws never reach the 3 oldest slots
+    draw = jax.vmap(lambda r, k: ring.sample_uniform(r, k, 64).index, in_axes=(None, 0))
+    draws = jax.jit(draw)(replay.ring, jax.random.split(jax.random.key(0), 50))
+    oldest = [(int(replay.ring.insert_pos) + j) % WRAPPED_SLOTS for j in range(3)]
+    assert not np.isin(np.asarray(draws) // N, oldest).any()
+
+
+def test_dedup_bytes_per_transition():
+    whole, dedup = row_bytes((84, 84, 4), np.uint8), row_bytes((84, 84, 4), np.uint8, 4)
+    assert dedup - 14 <= 1.02 * 84 * 84  # one frame and a flag, + action/reward/flags
+    assert whole == 4 * 84 * 84 + 14
