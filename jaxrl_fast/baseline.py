@@ -287,7 +287,15 @@ def train_unfused(
     """
     wall = time.perf_counter()
     num_blocks = baseline_blocks(config, max_env_steps)
-    env = env or make_env(config.env.name, config.env.num_envs)
+    host_pool = None
+    if env is None and config.env.is_envpool:
+        # The conventional Atari loop steps envpool through its ordinary Python API.
+        from jaxrl_fast.envs.envpool_env import HostPool
+
+        host_pool = HostPool(
+            config.env.name, config.env.num_envs, config.env.atari, seed=config.seed
+        )
+    env = env or host_pool or make_env(config.env.name, config.env.num_envs)
     spec = env.spec
     if spec.num_envs != config.env.num_envs:
         raise ValueError(
@@ -297,7 +305,8 @@ def train_unfused(
     n = spec.num_envs
     schedules = make_schedules(config)
     policy = resolve_policy(config.precision)  # the same precision policy as `train`
-    # Outside a loop XLA:CPU's convolutions are the faster form (see NetworkConfig.conv_impl).
+    # A conventional loop calls each update on its own, where XLA:CPU's plain convolutions are
+    # fastest (the fused loop's "auto" choice targets convolutions inside a loop).
     conv_impl = "conv" if config.network.conv_impl == "auto" else config.network.conv_impl
     network = QNetwork.for_policy(config.network, spec, policy, conv_impl=conv_impl)
     agent = make_agent(
@@ -328,12 +337,32 @@ def train_unfused(
 
     # Compile everything once, before timing (as `train` does), against abstract inputs.
     t = time.perf_counter()
-    reset = jax.jit(_reset).lower(seed_key).compile()
-    _, env_state_a, obs_a, agent_a = jax.eval_shape(_reset, seed_key)
     index_a = jax.ShapeDtypeStruct((), jnp.int32)
-    act = jax.jit(_act).lower(agent_a, seed_key, obs_a, index_a).compile()
-    _, _, action_a = jax.eval_shape(_act, agent_a, seed_key, obs_a, index_a)
-    step = jax.jit(env.step).lower(seed_key, env_state_a, action_a).compile()
+    if host_pool is None:
+        reset = jax.jit(_reset).lower(seed_key).compile()
+        _, env_state_a, obs_a, agent_a = jax.eval_shape(_reset, seed_key)
+        act = jax.jit(_act).lower(agent_a, seed_key, obs_a, index_a).compile()
+        _, _, action_a = jax.eval_shape(_act, agent_a, seed_key, obs_a, index_a)
+        step = jax.jit(env.step).lower(seed_key, env_state_a, action_a).compile()
+    else:
+
+        def _reset_agent(key: PRNGKey, obs: Array):
+            key, _, key_net = jax.random.split(key, 3)
+            return key, agent.init(key_net, obs)
+
+        obs_a = jax.ShapeDtypeStruct((n, *spec.obs_shape), spec.obs_dtype)
+        reset_agent = jax.jit(_reset_agent).lower(seed_key, obs_a).compile()
+        _, agent_a = jax.eval_shape(_reset_agent, seed_key, obs_a)
+        act = jax.jit(_act).lower(agent_a, seed_key, obs_a, index_a).compile()
+
+        def reset(key):
+            obs = host_pool.reset()
+            key, agent_state = reset_agent(key, obs)
+            return key, None, obs, agent_state
+
+        def step(key, env_state, action):
+            return host_pool.step(np.asarray(action))
+
     obs_shape, obs_dtype = tuple(obs_a.shape[1:]), np.dtype(obs_a.dtype)
     b = config.replay.batch_size
     sds = jax.ShapeDtypeStruct

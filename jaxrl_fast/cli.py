@@ -94,7 +94,8 @@ def _train(args: argparse.Namespace) -> int:
     from jaxrl_fast.train import train
 
     config = _build_config(args)
-    make_env(config.env.name, 1)  # unknown env names fail here, before anything compiles
+    # unknown env names (and a missing `atari` extra) fail here, before anything compiles
+    make_env(config.env.name, 1, atari=config.env.atari)
     if args.out is not None:
         os.makedirs(args.out, exist_ok=True)
         if not os.access(args.out, os.W_OK):
@@ -254,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except ValueError as err:
+    except (ValueError, ImportError) as err:  # bad input, or a missing extra (envpool)
         print(f"jaxrl-fast: error: {err}", file=sys.stderr)
         return 2
 

@@ -14,7 +14,7 @@ from typing import Any
 _LOSSES = ("huber", "mse")
 _NETWORKS = ("auto", "mlp", "cnn", "nature")
 _COMPUTE = ("auto", "fp32", "bf16", "fp16")
-_CONV_IMPLS = ("auto", "patches", "conv")
+_CONV_IMPLS = ("auto", "conv", "patches", "conv_patches_grad")
 _MATMUL = ("default", "high", "highest")
 _LR_SCHEDULES = ("constant", "linear")
 
@@ -121,10 +121,12 @@ class NetworkConfig:
       hidden_sizes: widths of the MLP hidden layers (or of the dense layers after the conv).
       conv_channels: channels of the CNN's 3x3 conv layers (stride 1).
       dueling: use a dueling value/advantage head.
-      conv_impl: how the Nature torso's strided convolutions compute: "patches" (patches x
-        matmul), "conv" (a convolution) or "auto" (patches on CPU, where XLA:CPU ran the
-        convolutions' backward pass several times slower inside the fused loop; conv elsewhere,
-        and in the conventional baseline's single jitted update). Same function, same params.
+      conv_impl: how the Nature torso's strided convolutions compute: "conv", "patches"
+        (patches x matmul), "conv_patches_grad" (convolutions, but the kernel gradient as
+        patches x matmul: inside the fused loop XLA:CPU ran the convolutions' kernel gradient
+        ~8x slower) or "auto" (conv_patches_grad on CPU, conv elsewhere; the conventional
+        baseline, which calls each update on its own, uses conv). Same function, same
+        parameters (`networks.Conv`).
     """
 
     kind: str = "auto"

@@ -6,10 +6,10 @@ Q-values are near zero. The MinAtar CNN's 3x3 convolutions are computed as patch
 3x3 convolution, but XLA:CPU runs its backward pass as matmuls, which were several times faster
 than its convolution kernels for MinAtar-sized inputs on a 2-core CPU. The Nature torso (8x8/4,
 4x4/2, 3x3/1 strided convolutions on 84x84 frames) uses `Conv`, which keeps `nn.Conv`'s
-parameter layout and computes as patches x matmul on CPU, as a convolution elsewhere: inside a
-`lax.scan` XLA:CPU ran the backward pass of these strided convolutions several times slower
-than outside one, and the patches form as fast as the convolutions outside a loop
-(`benchmarks/results/precision.md`).
+parameter layout. Inside a `lax.scan` XLA:CPU computed these convolutions' *kernel gradient*
+about 8x slower than outside one (`benchmarks/results/precision.md`), so on CPU `Conv`
+computes the forward pass and the input gradient as convolutions and the kernel gradient as
+patches x matmul (`conv_patches_grad`), which is fast in and out of a loop.
 
 `dtype` is the compute dtype, `param_dtype` the storage dtype (fp32 master weights); inputs are
 cast once, at the network input (uint8 frames are also scaled to [0, 1] there), and Q-values
@@ -18,6 +18,7 @@ are returned in fp32. `precision` is passed to every matmul and convolution.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 import flax.linen as nn
@@ -30,8 +31,41 @@ from jaxrl_fast.types import Array
 
 _hidden_init = nn.initializers.he_normal()
 _head_init = nn.initializers.normal(stddev=0.01)
+_DIMS = ("NHWC", "HWIO", "NHWC")
 # (channels, kernel, stride) of the Nature-DQN torso (Mnih et al. 2015).
 _NATURE_TORSO = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+
+
+def _conv(x: Array, kernel: Array, stride: int, precision: Any) -> Array:
+    return jax.lax.conv_general_dilated(
+        x, kernel, (stride, stride), "VALID", dimension_numbers=_DIMS, precision=precision
+    )
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+def _conv_patches_grad(x: Array, kernel: Array, stride: int, precision: Any) -> Array:
+    """A VALID NHWC convolution whose kernel gradient is computed as patches x matmul."""
+    return _conv(x, kernel, stride, precision)
+
+
+def _conv_patches_grad_fwd(x, kernel, stride, precision):
+    return _conv(x, kernel, stride, precision), (x, kernel)
+
+
+def _conv_patches_grad_bwd(stride, precision, residuals, g):
+    x, kernel = residuals
+    k, c_in, c_out = kernel.shape[0], kernel.shape[2], kernel.shape[3]
+    patches = jax.lax.conv_general_dilated_patches(
+        x, (k, k), (stride, stride), "VALID", dimension_numbers=_DIMS, precision=precision
+    )  # [B, H', W', C_in * k * k], input channel major
+    d_kernel = jnp.einsum("bhwp,bhwo->po", patches, g.astype(patches.dtype), precision=precision)
+    d_kernel = d_kernel.reshape(c_in, k, k, c_out).transpose(1, 2, 0, 3).astype(kernel.dtype)
+    _, vjp_x = jax.vjp(lambda x: _conv(x, kernel, stride, precision), x)
+    (d_x,) = vjp_x(g)
+    return d_x, d_kernel
+
+
+_conv_patches_grad.defvjp(_conv_patches_grad_fwd, _conv_patches_grad_bwd)
 
 
 class Conv(nn.Module):
@@ -41,9 +75,11 @@ class Conv(nn.Module):
       features: output channels.
       kernel: square kernel size.
       stride: stride in both spatial dims.
-      impl: "patches" (patches x matmul), "conv" (`lax.conv_general_dilated`) or "auto":
-        patches on the CPU backend, conv elsewhere. Both give the same function of the same
-        parameters (kernel `[k, k, C_in, features]`, bias `[features]`).
+      impl: "conv" (`lax.conv_general_dilated`), "patches" (patches x matmul, forward and
+        backward), "conv_patches_grad" (a convolution whose kernel gradient is patches x
+        matmul) or "auto": conv_patches_grad on the CPU backend, conv elsewhere. All give the
+        same function of the same parameters (kernel `[k, k, C_in, features]`, bias
+        `[features]`) and the same gradients up to float rounding.
       dtype, param_dtype, precision: as in `QNetwork`.
     """
 
@@ -64,8 +100,10 @@ class Conv(nn.Module):
         dims = ("NHWC", "HWIO", "NHWC")
         impl = self.impl
         if impl == "auto":
-            impl = "patches" if jax.default_backend() == "cpu" else "conv"
-        if impl == "patches":
+            impl = "conv_patches_grad" if jax.default_backend() == "cpu" else "conv"
+        if impl == "conv_patches_grad":
+            y = _conv_patches_grad(x, kernel, s, self.precision)
+        elif impl == "patches":
             patches = jax.lax.conv_general_dilated_patches(
                 x, (k, k), (s, s), "VALID", dimension_numbers=dims, precision=self.precision
             )  # [B, H', W', C_in * k * k], input channel major

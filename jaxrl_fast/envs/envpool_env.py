@@ -61,6 +61,41 @@ def atari_games() -> list[str]:
     )
 
 
+def _check_game(name: str) -> str:
+    """The envpool id of "envpool:<Game>-v5", or a ValueError with suggestions."""
+    game = name.removeprefix(PREFIX)
+    games = atari_games()
+    if game not in games:
+        close = difflib.get_close_matches(game, games, n=3)
+        hint = f" Did you mean {', '.join(repr(PREFIX + c) for c in close)}?" if close else ""
+        raise ValueError(
+            f"EnvConfig.name={name!r} is not an envpool Atari game.{hint} Valid names: "
+            f"'envpool:<Game>-v5' for {len(games)} games, e.g. 'envpool:Pong-v5', "
+            f"'envpool:Breakout-v5'."
+        )
+    return game
+
+
+def _make_pool(envpool, game, num_envs, atari, *, seed, evaluation):
+    return envpool.make(
+        game,
+        env_type="gym",
+        num_envs=num_envs,
+        batch_size=num_envs,
+        seed=seed,
+        frame_skip=atari.frame_skip,
+        img_height=atari.img_size,
+        img_width=atari.img_size,
+        stack_num=atari.stack_num,
+        gray_scale=True,
+        noop_max=atari.noop_max,
+        episodic_life=atari.episodic_life and not evaluation,
+        reward_clip=atari.reward_clip and not evaluation,
+        repeat_action_probability=STICKY_ACTION_PROBABILITY if atari.sticky_actions else 0.0,
+        max_episode_steps=atari.max_episode_steps,
+    )
+
+
 def make_envpool_env(
     name: str,
     num_envs: int,
@@ -83,34 +118,9 @@ def make_envpool_env(
       ImportError: envpool is not installed.
     """
     atari = atari or AtariConfig()
-    game = name.removeprefix(PREFIX)
     envpool = _envpool()
-    games = atari_games()
-    if game not in games:
-        close = difflib.get_close_matches(game, games, n=3)
-        hint = f" Did you mean {', '.join(repr(PREFIX + c) for c in close)}?" if close else ""
-        raise ValueError(
-            f"EnvConfig.name={name!r} is not an envpool Atari game.{hint} Valid names: "
-            f"'envpool:<Game>-v5' for {len(games)} games, e.g. 'envpool:Pong-v5', "
-            f"'envpool:Breakout-v5'."
-        )
-    pool = envpool.make(
-        game,
-        env_type="gym",
-        num_envs=num_envs,
-        batch_size=num_envs,
-        seed=seed,
-        frame_skip=atari.frame_skip,
-        img_height=atari.img_size,
-        img_width=atari.img_size,
-        stack_num=atari.stack_num,
-        gray_scale=True,
-        noop_max=atari.noop_max,
-        episodic_life=atari.episodic_life and not evaluation,
-        reward_clip=atari.reward_clip and not evaluation,
-        repeat_action_probability=STICKY_ACTION_PROBABILITY if atari.sticky_actions else 0.0,
-        max_episode_steps=atari.max_episode_steps,
-    )
+    game = _check_game(name)
+    pool = _make_pool(envpool, game, num_envs, atari, seed=seed, evaluation=evaluation)
     handle0, _recv, _send, xla_step = pool.xla()
     handle0 = np.asarray(handle0)
     size, stack = atari.img_size, atari.stack_num
@@ -179,3 +189,63 @@ def make_envpool_env(
         return new_state, obs, reward, done, out
 
     return Env(spec=spec, reset=reset, step=step)
+
+
+class HostPool:
+    """envpool's ordinary Python API with this adapter's flags, for the conventional loop.
+
+    `reset() -> obs` and `step(action) -> (None, obs, reward, done, info)` on numpy arrays,
+    with the same observations (channel-last), rewards, flags and episode statistics as the
+    XLA `Env` of `make_envpool_env` (the state is kept here, so the first result is None).
+    """
+
+    def __init__(self, name: str, num_envs: int, atari: AtariConfig | None = None, *, seed=0):
+        atari = atari or AtariConfig()
+        envpool = _envpool()
+        game = _check_game(name)
+        self._pool = _make_pool(envpool, game, num_envs, atari, seed=seed, evaluation=False)
+        self.spec = EnvSpec(
+            name=PREFIX + game,
+            obs_shape=(atari.img_size, atari.img_size, atari.stack_num),
+            obs_dtype=jnp.uint8,
+            num_actions=int(self._pool.action_space.n),
+            num_envs=num_envs,
+            max_episode_steps=atari.max_episode_steps,
+            seed_vmappable=False,
+            frame_stack=atari.stack_num,
+        )
+        n = num_envs
+        self._needs_reset = np.zeros(n, bool)
+        self._game_over = np.zeros(n, bool)
+        self._return = np.zeros(n, np.float32)
+        self._length = np.zeros(n, np.int32)
+
+    def reset(self) -> np.ndarray:
+        obs, _ = self._pool.reset()
+        self._needs_reset[:] = False
+        self._game_over[:] = False
+        self._return[:] = 0
+        self._length[:] = 0
+        return np.ascontiguousarray(np.transpose(obs, (0, 2, 3, 1)))
+
+    def step(self, action: np.ndarray):
+        obs, reward, te, tr, info = self._pool.step(np.asarray(action, np.int32))
+        real = ~self._needs_reset
+        terminated = real & te
+        truncated = real & tr & ~te
+        reward = np.where(real, reward, 0.0).astype(np.float32)
+        done = (real & (np.asarray(info["terminated"]) > 0)) | truncated
+        raw = np.where(real, info["reward"], 0.0).astype(np.float32)
+        self._return = np.where(self._game_over, 0.0, self._return).astype(np.float32) + raw
+        self._length = np.where(self._game_over, 0, self._length).astype(np.int32) + real
+        self._needs_reset = terminated | truncated
+        self._game_over = done
+        out = {
+            "terminated": terminated,
+            "truncated": truncated,
+            "reset": ~real,
+            "episode_return": self._return.copy(),
+            "episode_length": self._length.copy(),
+        }
+        obs = np.ascontiguousarray(np.transpose(obs, (0, 2, 3, 1)))
+        return None, obs, reward, done, out

@@ -1,0 +1,234 @@
+"""Atari in the fused loop: speed vs the conventional loop, replay memory, a Pong learning run.
+
+One command, one process, one machine (needs the `atari` extra: `pip install -e ".[atari]"`):
+
+    python benchmarks/atari.py                  # speed + memory (~10 min on a 2-core CPU)
+    python benchmarks/atari.py --learn          # + the Pong learning run (~30-40 min more)
+    python benchmarks/atari.py --quick          # smoke run, ~3 min
+
+Writes `benchmarks/results/atari[-quick].json` and `.md`. What it measures:
+
+1. **Speed.** Training-phase env-steps/s of the fused loop (`train`) vs the conventional loop
+   (`baseline.train_unfused`: a Python loop over envpool's own `step`, a host numpy replay
+   holding obs and next_obs, one jitted update per gradient step) with the same config
+   (`atari-pong` shrunk to a short run), at 1 seed; the fused loop also at 4 seeds over one
+   pool. The conventional loop trains one seed; 4 seeds there are 4 runs in a row.
+2. **Memory.** Bytes per stored transition and the replay bytes of 1M transitions: ours (one
+   84x84 frame per row, stacks rebuilt at sample time) vs whole stacks once per row vs obs and
+   next_obs stacks per row (the naive layout), from `replay.sizing`/`ring.row_bytes`.
+3. **Learning** (`--learn`): `atari-pong` with 1 seed at the preset's budget; the greedy
+   evaluation return and the training-episode returns over time, and the wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from _machine import machine  # noqa: E402
+
+from jaxrl_fast import presets  # noqa: E402
+from jaxrl_fast.baseline import train_unfused  # noqa: E402
+from jaxrl_fast.replay.ring import row_bytes  # noqa: E402
+from jaxrl_fast.train import train  # noqa: E402
+
+ATARI_OBS = (84, 84, 4)
+MILLION = 1_000_000
+
+
+def _short(steps: int, seeds: int):
+    base = presets.get("atari-pong")
+    return base.replace(
+        total_env_steps=base.learning_starts + steps,
+        num_seeds=seeds,
+        eval_episodes=1,
+        num_chunks=None,
+    )
+
+
+def speed(steps: int, repeats: int) -> dict:
+    rows = []
+    for rep in range(repeats):
+        cfg1 = _short(steps, 1)
+        print(f"  repeat {rep + 1}/{repeats}: conventional, 1 seed", flush=True)
+        b = train_unfused(cfg1, progress=False)
+        print(f"  repeat {rep + 1}/{repeats}: fused, 1 seed", flush=True)
+        f1 = train(cfg1, progress=False)
+        print(f"  repeat {rep + 1}/{repeats}: fused, 4 seeds", flush=True)
+        f4 = train(_short(steps, 4), progress=False)
+        rows.append(
+            {
+                "conventional_1_seed": b.train_env_steps_per_s,
+                "fused_1_seed": f1.train_env_steps_per_s,
+                "fused_4_seeds": f4.train_env_steps_per_s,
+                "compile_s": {
+                    "conventional": b.compile_time_s,
+                    "fused_1_seed": f1.compile_time_s,
+                    "fused_4_seeds": f4.compile_time_s,
+                },
+            }
+        )
+    med = lambda k: sorted(r[k] for r in rows)[len(rows) // 2]  # noqa: E731
+    cfg = _short(steps, 1)
+    return {
+        "config": "atari-pong",
+        "train_env_steps": steps,
+        "learning_starts": cfg.learning_starts,
+        "num_envs_per_seed": cfg.env.num_envs,
+        "updates_per_env_step": cfg.updates_per_block / cfg.train_frequency,
+        "batch_size": cfg.replay.batch_size,
+        "repeats": rows,
+        "median": {k: med(k) for k in ("conventional_1_seed", "fused_1_seed", "fused_4_seeds")},
+    }
+
+
+def memory() -> dict:
+    ours = row_bytes(ATARI_OBS, "uint8", 4)
+    stack = row_bytes(ATARI_OBS, "uint8")
+    naive = 2 * 84 * 84 * 4 + 14
+    return {
+        "bytes_per_transition": {
+            "one frame per row (ours)": ours,
+            "whole stack once per row": stack,
+            "obs + next_obs stacks per row (naive)": naive,
+        },
+        "bytes_for_1M_transitions": {
+            "one frame per row (ours)": ours * MILLION,
+            "whole stack once per row": stack * MILLION,
+            "obs + next_obs stacks per row (naive)": naive * MILLION,
+        },
+    }
+
+
+def learn() -> dict:
+    cfg = presets.get("atari-pong")
+    t = time.perf_counter()
+    r = train(cfg, progress=True)
+    return {
+        "config": "atari-pong",
+        "env_steps": r.env_steps,
+        "final_greedy_return": [float(x) for x in r.final_return],
+        "wall_time_s": time.perf_counter() - t,
+        "train_env_steps_per_s": r.train_env_steps_per_s,
+        "curve": [
+            {"env_steps": h["env_steps"], "episode_return": h["episode_return"]} for h in r.history
+        ],
+    }
+
+
+def render(r: dict) -> str:
+    m = r["machine"]
+    q = " --quick" if r["quick"] else ""
+    s = r["speed"]
+    med = s["median"]
+    lines = [
+        f"# Atari in the fused loop{' (quick)' if r['quick'] else ''}",
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['platform']}; jax {m['jax']} on "
+        f"{m['backend']}. Produced by `python benchmarks/atari.py{q}"
+        f"{' --learn' if r.get('learn') else ''}` in {r['benchmark_time_s']:.0f} s. CPU timings "
+        "on a shared VM are noisy: compare the rows of one table.",
+        "",
+        f"## Speed: `atari-pong`, {s['train_env_steps']:,} training env steps after "
+        f"{s['learning_starts']:,} prefill steps, {s['num_envs_per_seed']} envs per seed, "
+        f"{s['updates_per_env_step']:.3f} updates per env step (batch {s['batch_size']})",
+        "",
+        "| loop | seeds | training env-steps/s (all seeds), median | vs conventional |",
+        "|---|---:|---:|---:|",
+        f"| conventional (Python loop over envpool `step`, host replay) | 1 | "
+        f"{med['conventional_1_seed']:,.0f} | 1.00x |",
+        f"| fused | 1 | {med['fused_1_seed']:,.0f} | "
+        f"{med['fused_1_seed'] / med['conventional_1_seed']:.2f}x |",
+        f"| fused, one pool of 4 x {s['num_envs_per_seed']} envs | 4 | "
+        f"{med['fused_4_seeds']:,.0f} | {med['fused_4_seeds'] / med['conventional_1_seed']:.2f}x |",
+        "",
+        f"Runs: {', '.join(f'{x:,.0f}' for x in (v['conventional_1_seed'] for v in s['repeats']))}"
+        " (conventional); "
+        f"{', '.join(f'{x:,.0f}' for x in (v['fused_1_seed'] for v in s['repeats']))} (fused, 1); "
+        f"{', '.join(f'{x:,.0f}' for x in (v['fused_4_seeds'] for v in s['repeats']))} (fused, 4).",
+        "",
+        "## Replay memory, 84x84x4 uint8 observations",
+        "",
+        "| layout | bytes per transition | 1M transitions |",
+        "|---|---:|---:|",
+    ]
+    mem = r["memory"]
+    for k, v in mem["bytes_per_transition"].items():
+        total = mem["bytes_for_1M_transitions"][k]
+        lines.append(f"| {k} | {v:,} | {total / 1e9:.2f} GB |")
+    lines += [
+        "",
+        "Per transition: the frame, plus action (4 B), n-step return (4 B), discount (4 B), "
+        "bootstrap offset (1 B), valid and fresh-stack flags (1 B each). PER adds its priorities "
+        "(4-8 B per row).",
+        "",
+    ]
+    if r.get("learn"):
+        L = r["learn"]
+        lines += [
+            f"## Learning: `atari-pong`, 1 seed, {L['env_steps']:,} env steps",
+            "",
+            f"Wall time {L['wall_time_s'] / 60:.1f} min ({L['train_env_steps_per_s']:,.0f} "
+            f"training env-steps/s); final greedy return {L['final_greedy_return'][0]:.1f} "
+            "(one whole game).",
+            "",
+            "| env steps | mean training-episode return in the chunk |",
+            "|---:|---:|",
+        ]
+        for c in L["curve"]:
+            ret = c["episode_return"][0]
+            lines.append(f"| {c['env_steps']:,} | {'-' if ret is None else f'{ret:.1f}'} |")
+        lines.append("")
+    else:
+        lines += ["## Learning", "", "Not run (`--learn`).", ""]
+    lines += [
+        "## GPU",
+        "",
+        "Not measured: no GPU was lent to the session that produced this file.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run (~3 min)")
+    parser.add_argument("--learn", action="store_true", help="also run the Pong learning run")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    parser.add_argument(
+        "--render", metavar="JSON", help="only rewrite the Markdown from a results JSON file"
+    )
+    args = parser.parse_args()
+    if args.render:
+        with open(args.render) as f:
+            result = json.load(f)
+        with open(os.path.splitext(args.render)[0] + ".md", "w") as f:
+            f.write(render(result))
+        return
+    q = args.quick
+    out: dict = {"machine": machine(), "quick": q}
+    t0 = time.perf_counter()
+    print("[1/3] speed", flush=True)
+    out["speed"] = speed(2_048 if q else 16_384, 1 if q else 3)
+    print("[2/3] memory", flush=True)
+    out["memory"] = memory()
+    if args.learn:
+        print("[3/3] Pong learning run", flush=True)
+        out["learn"] = learn()
+    out["benchmark_time_s"] = time.perf_counter() - t0
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, "atari" + ("-quick" if q else ""))
+    with open(stem + ".json", "w") as f:
+        json.dump(out, f, indent=2)
+    with open(stem + ".md", "w") as f:
+        f.write(render(out))
+    print(render(out))
+
+
+if __name__ == "__main__":
+    main()
