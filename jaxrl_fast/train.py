@@ -130,7 +130,12 @@ def make_train(
     num_seeds = config.num_seeds
     schedules = make_schedules(config)
     policy = policy or resolve_policy(config.precision)
-    network = QNetwork.for_policy(config.network, spec, policy)
+    conv_impl = config.network.conv_impl
+    if conv_impl == "auto" and config.num_seeds > 1 and jax.default_backend() == "cpu":
+        # Vmapped over seeds, the convolutions become grouped ones, which XLA:CPU ran 1.5x
+        # slower than patches x matmul per seed (benchmarks/results/atari.md).
+        conv_impl = "patches"
+    network = QNetwork.for_policy(config.network, spec, policy, conv_impl=conv_impl)
     agent = make_agent(
         config.dqn,
         network,

@@ -215,3 +215,31 @@ def test_dedup_bytes_per_transition():
     whole, dedup = row_bytes((84, 84, 4), np.uint8), row_bytes((84, 84, 4), np.uint8, 4)
     assert dedup - 14 <= 1.02 * 84 * 84  # one frame and a flag, + action/reward/flags
     assert whole == 4 * 84 * 84 + 14
+
+
+def test_host_pool_matches_the_xla_adapter(breakout_rollout):
+    """The conventional loop's envpool (Python API) gives the adapter's observations, rewards,
+    flags and episode statistics for the same seed and actions."""
+    from jaxrl_fast.envs.envpool_env import HostPool
+
+    actions, obs0, obs, reward, done, info, _ = breakout_rollout
+    host = HostPool("envpool:Breakout-v5", N, seed=SEED)
+    assert host.spec.frame_stack == 4 and not host.spec.seed_vmappable
+    np.testing.assert_array_equal(host.reset(), obs0)
+    for t in range(STEPS):
+        _, o, r, d, i = host.step(np.asarray(actions[t]))
+        np.testing.assert_array_equal(o, obs[t])
+        np.testing.assert_array_equal(r, reward[t])
+        np.testing.assert_array_equal(d, done[t])
+        for k in ("terminated", "truncated", "reset", "episode_return", "episode_length"):
+            np.testing.assert_array_equal(i[k], info[k][t], err_msg=f"{k} at {t}")
+
+
+def test_conventional_atari_loop_runs():
+    from jaxrl_fast.baseline import train_unfused
+
+    cfg = _pong_config(num_seeds=1)
+    result = train_unfused(cfg, progress=False)
+    assert result.env_steps == cfg.total_env_steps
+    assert int(result.agent.grad_steps) == cfg.total_updates
+    assert -21 <= result.final_return <= 21
