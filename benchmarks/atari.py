@@ -109,8 +109,9 @@ def memory() -> dict:
 def learn(steps: int | None) -> dict:
     cfg = presets.get("atari-pong")
     if steps is not None:  # a shorter run than the preset's budget (same schedule fractions)
-        blocks = (steps - cfg.learning_starts) // cfg.train_frequency
+        blocks = (steps - cfg.learning_starts) // cfg.train_frequency // 20 * 20
         cfg = cfg.replace(total_env_steps=cfg.learning_starts + blocks * cfg.train_frequency)
+    cfg = cfg.replace(num_chunks=20)  # a learning curve with 20 points
     t = time.perf_counter()
     r = train(cfg, progress=True)
     return {
@@ -118,6 +119,8 @@ def learn(steps: int | None) -> dict:
         "preset_env_steps": presets.get("atari-pong").total_env_steps,
         "env_steps": r.env_steps,
         "final_greedy_return": [float(x) for x in r.final_return],
+        "eval_episodes": cfg.eval_episodes,
+        "eval_time_s": r.eval_time_s,
         "wall_time_s": time.perf_counter() - t,
         "train_env_steps_per_s": r.train_env_steps_per_s,
         "curve": [
@@ -193,8 +196,11 @@ def render(r: dict) -> str:
             ),
             "",
             f"Wall time {L['wall_time_s'] / 60:.1f} min ({L['train_env_steps_per_s']:,.0f} "
-            f"training env-steps/s); final greedy return {L['final_greedy_return'][0]:.1f} "
-            "(one whole game).",
+            f"training env-steps/s); final greedy return {L['final_greedy_return'][0]:.1f}, the "
+            f"mean of {L.get('eval_episodes', 1)} greedy games. A game that reaches 21 points "
+            "for neither side within the step limit is cut there and counts its score so far, "
+            "so a greedy policy stuck in a rally can score near 0: the training-episode returns "
+            "below are the learning signal.",
             "",
             "| env steps | mean training-episode return in the chunk |",
             "|---:|---:|",

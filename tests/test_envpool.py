@@ -243,3 +243,11 @@ def test_conventional_atari_loop_runs():
     assert result.env_steps == cfg.total_env_steps
     assert int(result.agent.grad_steps) == cfg.total_updates
     assert -21 <= result.final_return <= 21
+
+
+def test_cli_plan_counts_one_frame_per_row(capsys):
+    from jaxrl_fast.cli import main
+
+    assert main(["plan", "--preset", "atari-pong", "--device-memory", "16GB"]) == 0
+    out = capsys.readouterr().out
+    assert "7,071 B, one frame per row" in out and "100,000" in out

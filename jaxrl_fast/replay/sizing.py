@@ -389,9 +389,11 @@ class Plan:
                 lines.append(f"  capped at MAX_ROWS={MAX_ROWS:,} (int32 row and tree indices)")
         extra = self.bytes_per_transition - self.row_bytes
         per = f" + priorities ({self.sampler}) {extra:.2f} B" if self.sampler else ""
+        obs_bytes = math.prod(self.obs_shape) * np.dtype(self.obs_dtype).itemsize
+        stored = "one frame per row" if self.row_bytes < obs_bytes else "obs stored once"
         lines += [
             f"bytes per transition: {self.bytes_per_transition:,.2f} (L2 row {self.row_bytes:,} B, "
-            f"obs stored once{per})",
+            f"{stored}{per})",
             f"  storing obs and next_obs instead: {self.naive_row_bytes:,} B per transition, "
             f"{_fmt(self.naive_l2_bytes)} for L2 ({self.naive_row_bytes / self.row_bytes:.2f}x)",
             "",
