@@ -2,7 +2,8 @@
 
 One command, one process, one machine (needs the `atari` extra: `pip install -e ".[atari]"`):
 
-    python benchmarks/atari.py                  # speed + memory (~12 min on a 2-core CPU)
+    python benchmarks/atari.py                  # speed + memory (~18 min on a 2-core CPU),
+                                                # keeping the last learning run's results
     python benchmarks/atari.py --learn          # + the Pong learning run (~30-40 min more)
     python benchmarks/atari.py --quick          # smoke run, ~3 min
 
@@ -261,6 +262,11 @@ def main() -> None:
     if args.learn or args.learn_only:
         print("[3/3] Pong learning run", flush=True)
         out["learn"] = learn(args.learn_steps)
+    elif os.path.exists(stem + ".json"):  # keep the last learning run next to new speed rows
+        with open(stem + ".json") as f:
+            kept = json.load(f).get("learn")
+        if kept is not None:
+            out["learn"] = kept
     out["benchmark_time_s"] = time.perf_counter() - t0
     os.makedirs(args.out, exist_ok=True)
     with open(stem + ".json", "w") as f:
