@@ -28,3 +28,16 @@ def machine() -> dict:
         "backend": jax.default_backend(),
         "devices": [str(d) for d in jax.devices()],
     }
+
+
+def write_results(stem: str, result: dict, render) -> None:
+    """Write `stem.json` (the numbers) and `stem.md` (`render(result)`), and print the Markdown."""
+    import json
+
+    os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
+    with open(stem + ".json", "w") as f:
+        json.dump(result, f, indent=2)
+    text = render(result)
+    with open(stem + ".md", "w") as f:
+        f.write(text)
+    print(text)

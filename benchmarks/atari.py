@@ -31,7 +31,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from _machine import machine  # noqa: E402
+from _machine import machine, write_results  # noqa: E402
 
 from jaxrl_fast import presets  # noqa: E402
 from jaxrl_fast.baseline import train_unfused  # noqa: E402
@@ -268,12 +268,7 @@ def main() -> None:
         if kept is not None:
             out["learn"] = kept
     out["benchmark_time_s"] = time.perf_counter() - t0
-    os.makedirs(args.out, exist_ok=True)
-    with open(stem + ".json", "w") as f:
-        json.dump(out, f, indent=2)
-    with open(stem + ".md", "w") as f:
-        f.write(render(out))
-    print(render(out))
+    write_results(stem, out, render)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ Writes `benchmarks/results/replay_loop[-quick].json` and `.md`. What it measures
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -30,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from _machine import machine  # noqa: E402
+from _machine import machine, write_results  # noqa: E402
 
 from jaxrl_fast import parallel, presets  # noqa: E402
 
@@ -185,13 +184,8 @@ def main() -> None:
     print("[2/2] PER vs uniform", flush=True)
     out["per_vs_uniform"] = per_vs_uniform(30_000 if q else None, 2 if q else 4)
     out["benchmark_time_s"] = time.perf_counter() - t0
-    os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, "replay_loop" + ("-quick" if q else ""))
-    with open(stem + ".json", "w") as f:
-        json.dump(out, f, indent=2)
-    with open(stem + ".md", "w") as f:
-        f.write(render(out))
-    print(render(out))
+    write_results(stem, out, render)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,39 @@ def _make_pool(envpool, game, num_envs, atari, *, seed, evaluation):
     )
 
 
+def _advance(xp, state: EnvState, handle, obs, reward, te, tr, info):
+    """One envpool step's results as this library's `Env.step` output, with `xp` numpy or
+    jax.numpy (the XLA adapter and `HostPool` share it). `state.inner` is `(handle, game_over)`:
+    episode statistics restart after a game over, not after a lost life."""
+    game_over_before = state.inner[1]
+    real = xp.logical_not(state.needs_reset)
+    terminated = xp.logical_and(real, te)
+    truncated = xp.logical_and(real, xp.logical_and(tr, xp.logical_not(te)))
+    reward = xp.where(real, reward, 0.0).astype(xp.float32)
+    game_over = xp.logical_and(real, xp.asarray(info["terminated"]).astype(bool))
+    done = xp.logical_or(game_over, truncated)
+    raw = xp.where(real, xp.asarray(info["reward"], xp.float32), 0.0).astype(xp.float32)
+    ep_return = xp.where(game_over_before, 0.0, state.episode_return).astype(xp.float32) + raw
+    ep_length = xp.where(game_over_before, 0, state.episode_length).astype(xp.int32) + real.astype(
+        xp.int32
+    )
+    new_state = EnvState(
+        inner=(handle, done),
+        needs_reset=xp.logical_or(terminated, truncated),
+        episode_return=ep_return,
+        episode_length=ep_length,
+    )
+    out = {
+        "terminated": terminated,
+        "truncated": truncated,
+        "reset": state.needs_reset,
+        "episode_return": ep_return,
+        "episode_length": ep_length,
+    }
+    obs = xp.transpose(obs, (0, 2, 3, 1))  # channel-last, as the networks take it
+    return new_state, obs, reward, done, out
+
+
 def make_envpool_env(
     name: str,
     num_envs: int,
@@ -160,33 +193,8 @@ def make_envpool_env(
 
     def step(key: PRNGKey, state: EnvState, action: Array):
         del key
-        handle, game_over_before = state.inner
-        handle, (obs, reward, te, tr, info) = xla_step(handle, action.astype(jnp.int32))
-        obs = jnp.transpose(obs, (0, 2, 3, 1))
-        was_reset = state.needs_reset
-        real = jnp.logical_not(was_reset)
-        terminated = jnp.logical_and(real, te)
-        truncated = jnp.logical_and(real, jnp.logical_and(tr, jnp.logical_not(te)))
-        reward = jnp.where(real, reward, 0.0).astype(jnp.float32)
-        game_over = jnp.logical_and(real, jnp.asarray(info["terminated"]).astype(bool))
-        done = jnp.logical_or(game_over, truncated)
-        raw = jnp.where(real, jnp.asarray(info["reward"], jnp.float32), 0.0)
-        ep_return = jnp.where(game_over_before, 0.0, state.episode_return) + raw
-        ep_length = jnp.where(game_over_before, 0, state.episode_length) + real.astype(jnp.int32)
-        new_state = EnvState(
-            inner=(handle, done),
-            needs_reset=jnp.logical_or(terminated, truncated),
-            episode_return=ep_return,
-            episode_length=ep_length,
-        )
-        out = {
-            "terminated": terminated,
-            "truncated": truncated,
-            "reset": was_reset,
-            "episode_return": ep_return,
-            "episode_length": ep_length,
-        }
-        return new_state, obs, reward, done, out
+        handle, (obs, reward, te, tr, info) = xla_step(state.inner[0], action.astype(jnp.int32))
+        return _advance(jnp, state, handle, obs, reward, te, tr, info)
 
     return Env(spec=spec, reset=reset, step=step)
 
@@ -214,38 +222,25 @@ class HostPool:
             seed_vmappable=False,
             frame_stack=atari.stack_num,
         )
-        n = num_envs
-        self._needs_reset = np.zeros(n, bool)
-        self._game_over = np.zeros(n, bool)
-        self._return = np.zeros(n, np.float32)
-        self._length = np.zeros(n, np.int32)
+        self._state = self._initial_state(num_envs)
+
+    @staticmethod
+    def _initial_state(n: int) -> EnvState:
+        return EnvState(
+            inner=(None, np.zeros(n, bool)),
+            needs_reset=np.zeros(n, bool),
+            episode_return=np.zeros(n, np.float32),
+            episode_length=np.zeros(n, np.int32),
+        )
 
     def reset(self) -> np.ndarray:
         obs, _ = self._pool.reset()
-        self._needs_reset[:] = False
-        self._game_over[:] = False
-        self._return[:] = 0
-        self._length[:] = 0
+        self._state = self._initial_state(self.spec.num_envs)
         return np.ascontiguousarray(np.transpose(obs, (0, 2, 3, 1)))
 
     def step(self, action: np.ndarray):
         obs, reward, te, tr, info = self._pool.step(np.asarray(action, np.int32))
-        real = ~self._needs_reset
-        terminated = real & te
-        truncated = real & tr & ~te
-        reward = np.where(real, reward, 0.0).astype(np.float32)
-        done = (real & (np.asarray(info["terminated"]) > 0)) | truncated
-        raw = np.where(real, info["reward"], 0.0).astype(np.float32)
-        self._return = np.where(self._game_over, 0.0, self._return).astype(np.float32) + raw
-        self._length = np.where(self._game_over, 0, self._length).astype(np.int32) + real
-        self._needs_reset = terminated | truncated
-        self._game_over = done
-        out = {
-            "terminated": terminated,
-            "truncated": truncated,
-            "reset": ~real,
-            "episode_return": self._return.copy(),
-            "episode_length": self._length.copy(),
-        }
-        obs = np.ascontiguousarray(np.transpose(obs, (0, 2, 3, 1)))
-        return None, obs, reward, done, out
+        self._state, obs, reward, done, out = _advance(
+            np, self._state, None, obs, reward, te, tr, info
+        )
+        return None, np.ascontiguousarray(obs), reward, done, out
