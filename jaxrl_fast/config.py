@@ -125,7 +125,7 @@ class NetworkConfig:
         (patches x matmul), "conv_patches_grad" (convolutions, but the kernel gradient as
         patches x matmul: inside the fused loop XLA:CPU ran the convolutions' kernel gradient
         ~8x slower) or "auto" (on CPU conv_patches_grad for one seed and patches for several,
-        whose vmapped convolutions XLA:CPU ran 1.5x slower; conv elsewhere; the conventional
+        whose vmapped (grouped) convolutions XLA:CPU runs slowly; conv elsewhere; the conventional
         baseline, which calls each update on its own, uses conv). Same function, same
         parameters (`networks.Conv`).
     """
