@@ -45,7 +45,8 @@ def _build_config(args: argparse.Namespace):
         env_changes["num_envs"] = args.num_envs
     if env_changes:
         changes["env"] = env_changes
-    for field in ("total_env_steps", "learning_starts", "seed", "num_chunks", "eval_episodes"):
+    fields = ("total_env_steps", "learning_starts", "seed", "num_chunks", "eval_episodes")
+    for field in (*fields, "eval_epsilon"):
         value = getattr(args, field, None)
         if value is not None:
             changes[field] = value
@@ -107,7 +108,7 @@ def _train(args: argparse.Namespace) -> int:
     )
     result = train(config, progress=not args.no_progress)
     summary = result.summary()
-    print("\nseed  final greedy return  last training return")
+    print("\nseed   final eval return  last training return")
     for s in summary["seeds"]:
         fin = "-" if s["final_return"] is None else f"{s['final_return']:.1f}"
         tr = "-" if s["train_return"] is None else f"{s['train_return']:.1f}"
@@ -210,7 +211,10 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--total-env-steps", type=int, help="env steps per seed, prefill included")
     t.add_argument("--learning-starts", type=int, help="env steps before the first update")
     t.add_argument("--num-chunks", type=int, help="host calls (progress updates) per run")
-    t.add_argument("--eval-episodes", type=int, help="greedy evaluation episodes per seed")
+    t.add_argument("--eval-episodes", type=int, help="evaluation episodes per seed")
+    t.add_argument(
+        "--eval-epsilon", type=float, help="exploration rate while evaluating (0 = greedy)"
+    )
     t.add_argument("--out", help="directory for summary.json and history.json")
     t.add_argument(
         "--precision", help="network compute dtype: auto (per device), fp32, bf16 or fp16"

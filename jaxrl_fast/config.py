@@ -505,7 +505,10 @@ class TrainConfig:
       seed: base seed; seed i of the run uses `split(key(seed), num_seeds)[i]`.
       num_chunks: host calls the training is split into (progress, NaN checks); None picks a
         divisor of the number of blocks near 20. Results do not depend on it.
-      eval_episodes: greedy episodes per seed at the end of training.
+      eval_episodes: evaluation episodes per seed at the end of training.
+      eval_epsilon: exploration rate of the evaluation policy (0 = greedy). Atari evaluations
+        use a little (Nature DQN: 0.05): a deterministic greedy policy can loop forever in a
+        game such as Pong and is then scored on a cut game.
     """
 
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
@@ -522,6 +525,7 @@ class TrainConfig:
     seed: int = 0
     num_chunks: int | None = None
     eval_episodes: int = 10
+    eval_epsilon: float = 0.0
 
     def __post_init__(self) -> None:
         for name, cls in (
@@ -543,6 +547,12 @@ class TrainConfig:
             "eval_episodes",
             _is_int(self.eval_episodes) and self.eval_episodes >= 0,
             "an int >= 0",
+        )
+        _require(
+            self,
+            "eval_epsilon",
+            _is_num(self.eval_epsilon) and 0 <= self.eval_epsilon <= 1,
+            "a float in [0, 1]",
         )
         _require(
             self,

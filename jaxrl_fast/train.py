@@ -67,7 +67,7 @@ class ChunkMetrics(NamedTuple):
 
 class TrainFns(NamedTuple):
     """`init(keys [S]) -> runner` (prefill included); `run_chunk(runner) -> (runner, metrics)`;
-    `evaluate(runner, keys [S]) -> [S]` mean greedy return over `eval_episodes` episodes.
+    `evaluate(runner, keys [S]) -> [S]` mean return over `eval_episodes` evaluation episodes.
     `seed_axes` gives a `SeedState`'s vmap axes (0 per seed, None shared across seeds)."""
 
     init: Callable[[PRNGKey], RunnerState]
@@ -374,7 +374,8 @@ def make_train(
 def evaluate_greedy(
     config: TrainConfig, agents: AgentState, key: PRNGKey, *, agent: Agent, env: Env | None = None
 ) -> Array:
-    """Mean undiscounted return of `eval_episodes` greedy episodes per seed.
+    """Mean undiscounted return of `eval_episodes` episodes per seed, played greedily (or
+    epsilon-greedily with `config.eval_epsilon`).
 
     Args:
       config: the run's config (env name, eval_episodes).
@@ -387,6 +388,7 @@ def evaluate_greedy(
       `[S]` float32 mean return (NaN if `eval_episodes` is 0).
     """
     episodes = max(config.eval_episodes, 1)
+    epsilon = jnp.float32(config.eval_epsilon)
     if config.env.is_envpool:
         return _evaluate_pool(config, agents, key, agent=agent, env=env)
     env = env or make_env(config.env.name, episodes)
@@ -401,7 +403,7 @@ def evaluate_greedy(
         def body(carry, key_step):
             env_state, obs, total, finished = carry
             key_act, key_env = jax.random.split(key_step)
-            action = agent.act(agent_state, key_act, obs, jnp.float32(0.0), fp32)
+            action = agent.act(agent_state, key_act, obs, epsilon, fp32)
             env_state, obs, reward, done, _ = env.step(key_env, env_state, action)
             total = total + jnp.where(finished, 0.0, reward)
             finished = jnp.logical_or(finished, done)
@@ -433,12 +435,13 @@ def _evaluate_pool(
         evaluation=True,
     )
     fp32 = jnp.any(agents.loss_scale.fallback)
+    epsilon = jnp.float32(config.eval_epsilon)
     keys = key if key.shape == (num_seeds,) else jax.random.split(key, num_seeds)
     env_state, obs = env.reset(keys[0])
     zeros = jnp.zeros((num_seeds * episodes,), jnp.float32)
 
     def act(agent_state, key, obs):
-        return agent.act(agent_state, key, obs, jnp.float32(0.0), fp32)
+        return agent.act(agent_state, key, obs, epsilon, fp32)
 
     def cond(carry):
         t, _, _, _, finished, _ = carry
@@ -468,7 +471,8 @@ class TrainResult:
     Attributes:
       config: the run's config.
       runner: final `RunnerState` (device arrays; `runner.seeds.agent.params` are the weights).
-      final_return: `[S]` mean greedy return over `eval_episodes` episodes at the end.
+      final_return: `[S]` mean evaluation return over `eval_episodes` episodes at the end
+        (greedy, or epsilon-greedy with `eval_epsilon`).
       train_return: `[S]` mean training-episode return over the last chunk (epsilon-greedy).
       history: one dict per chunk (env steps, per-seed means of return, loss, Q, |TD|).
       env_steps: env steps per seed (prefill included).
@@ -577,6 +581,7 @@ def train(
       FloatingPointError: the loss became NaN or inf (the message names the chunk and seeds).
     """
     wall = time.perf_counter()
+    _warn_if_few_chunks(config)
     device = (list(devices) if devices is not None else jax.local_devices())[0]
     policy = resolve_policy(config.precision, device)
     fns = make_train(config, env=env, policy=policy)
@@ -585,6 +590,23 @@ def train(
     finally:
         if fns.buffer.store is not None:
             fns.buffer.store.close()
+
+
+def _warn_if_few_chunks(config: TrainConfig) -> None:
+    """Warn when the automatic chunking gives little progress (a block count with no divisor
+    near 20, e.g. a prime), naming a total_env_steps that chunks well."""
+    if config.num_chunks is not None or config.num_blocks < 20 or config.chunks >= 5:
+        return
+    blocks = round(config.num_blocks / 20) * 20
+    better = config.learning_starts + blocks * config.train_frequency
+    warnings.warn(
+        f"{config.num_blocks} training blocks have no divisor near 20, so the run is one of "
+        f"{config.chunks} host call(s): progress, the learning curve and NaN checks come only "
+        f"{config.chunks} time(s). total_env_steps={better} ({blocks} blocks) gives 20 chunks; "
+        f"or set num_chunks.",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def _replay_record(now: dict, before: dict) -> dict:

@@ -35,7 +35,7 @@ def test_cli_train_writes_summary(tmp_path, capsys):
     history = json.loads((out / "history.json").read_text())
     assert history[-1]["env_steps"] == 1200
     printed = capsys.readouterr().out
-    assert "final greedy return" in printed and "env-steps/s" in printed
+    assert "final eval return" in printed and "env-steps/s" in printed
 
 
 def test_cli_unknown_preset_suggests(capsys):

@@ -174,6 +174,7 @@ def test_schedule_config_rejects(bad):
         pytest.param({"seed": 1.0}, r"TrainConfig\.seed=", id="seed-float"),
         pytest.param({"num_seeds": 0}, r"TrainConfig\.num_seeds=", id="num_seeds-zero"),
         pytest.param({"eval_episodes": -1}, r"TrainConfig\.eval_episodes=", id="eval_episodes-neg"),
+        pytest.param({"eval_epsilon": 1.5}, r"TrainConfig\.eval_epsilon=.*\[0, 1\]", id="eval_eps"),
         pytest.param(
             {"updates_per_block": 0},
             r"TrainConfig\.updates_per_block=",

@@ -53,6 +53,16 @@ def test_chunked_equals_unchunked_bitwise():
     np.testing.assert_array_equal(one.final_return, many.final_return)
 
 
+def test_prime_block_count_warns_with_a_better_total():
+    cfg = tiny_config(total_env_steps=80 + 211 * 4, num_chunks=None, num_seeds=1)  # prime
+    assert cfg.chunks == 1
+    with pytest.warns(UserWarning, match=r"211 training blocks.*total_env_steps=960 \(220 b"):
+        result = train(cfg, progress=False)
+    assert len(result.history) == 1
+    better = cfg.replace(total_env_steps=960)
+    assert better.chunks == 20
+
+
 def test_seeds_are_independent_and_reproducible():
     a = train(tiny_config(num_chunks=2), progress=False)
     b = train(tiny_config(num_chunks=2), progress=False)
@@ -89,6 +99,10 @@ def test_fused_loop_learns_probe_chain_q_values():
     result = train(cfg, progress=False)
     assert_learned_probe_chain(result, cfg)
     np.testing.assert_allclose(result.final_return, [1.0, 1.0])
+    # The same agents evaluated with eval_epsilon=1 act uniformly: return 1 half the time.
+    explore = make_train(cfg.replace(eval_epsilon=1.0, eval_episodes=400))
+    returns = np.asarray(jax.jit(explore.evaluate)(result.runner, _keys(2)))
+    assert np.all(np.abs(returns - 0.5) < 0.1), returns
 
 
 @pytest.mark.learning
