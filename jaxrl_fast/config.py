@@ -185,7 +185,7 @@ class ReplayConfig:
       keep_spill: keep the L3 files after training (default: removed).
       dedup_frames: for envs whose observations stack frames (Atari), store one frame per row
         and rebuild the stacks of `obs` and `next_obs` at sample time (4x less memory for 4
-        frames); False stores whole observations. Not yet combined with L3.
+        frames), in L2 and in L3; False stores whole observations.
     """
 
     capacity: int | str = 10_000

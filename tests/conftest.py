@@ -48,6 +48,24 @@ def assert_learned_probe_chain(result, cfg) -> None:
         np.testing.assert_allclose(q, [expected[0], expected[1]], atol=0.1)
 
 
+def stack_stream(steps, num_envs, starts, *, frame=(2, 3), k=4, seed=0):
+    """`[steps, num_envs, *frame, k]` uint8 frame stacks: a new episode (at `(t, e)` in
+    `starts`, and at t = 0) shows k copies of its first frame, later steps shift one new frame
+    in, as envpool does."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    frames = rng.integers(0, 256, (steps, num_envs, *frame), dtype=np.uint8)
+    out = np.zeros((steps, num_envs, *frame, k), np.uint8)
+    for e in range(num_envs):
+        for t in range(steps):
+            if t == 0 or (t, e) in starts:
+                out[t, e] = np.repeat(frames[t, e][..., None], k, axis=-1)
+            else:
+                out[t, e] = np.concatenate([out[t - 1, e][..., 1:], frames[t, e][..., None]], -1)
+    return out
+
+
 @pytest.fixture(scope="session")
 def tiny():
     return tiny_config()

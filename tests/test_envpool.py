@@ -154,6 +154,23 @@ def test_two_seeds_over_one_pool_run_fused_pong():
     assert np.all((result.final_return >= -21) & (result.final_return <= 21))
 
 
+def test_fused_pong_with_l3_spills_and_samples_one_frame_rows():
+    """Frame deduplication with the host L3 tier: L3 rows hold one frame too, and batches mix
+    in rows read back from L3 (their stacks rebuilt on the host)."""
+    cfg = _pong_config(
+        num_seeds=1,
+        replay=dict(capacity=160, l3="host", l3_capacity=400, l3_share=0.25),
+    )
+    result = train(cfg, progress=False)
+    rec = result.history[-1]["replay"]
+    assert rec["blocks_spilled"] > 0 and rec["l3_read_calls"] > 0
+    assert 0 < rec["l3_rows_sampled"][0] and min(rec["l2_hit_rate"]) < 1.0
+    rows_written = rec["blocks_spilled"] * 4 * cfg.env.num_envs  # 4-slot spill blocks
+    assert rec["l3_bytes_written"] == rows_written * row_bytes((84, 84, 4), np.uint8, 4)
+    assert np.all(np.asarray(result.runner.seeds.replay.ring.stack_mismatches) == 0)
+    assert all(np.all(np.isfinite(h["loss"])) for h in result.history)
+
+
 def test_pool_env_with_wrong_size_is_a_clear_error():
     from jaxrl_fast.train import make_train
 

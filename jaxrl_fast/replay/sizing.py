@@ -476,6 +476,7 @@ def plan(
         obs_dtype=obs_dtype,
         sync_every=config.collect_steps_per_block,
         updates_per_sync=config.updates_per_block,
+        frame_stack=frame_stack,
     )
     l3_rows = replay.l3_capacity if layout is not None else 0
     l3_bytes = l3_rows * seeds * row

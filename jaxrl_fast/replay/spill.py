@@ -5,6 +5,12 @@ Layout mirrors L2 (`replay/ring.py`): every field is `[S, T3, E, ...]` (seeds, s
 global slot `g` (the `g`-th slot ever committed to L2) lives at `g % T3`, so L3 is a FIFO of
 the last `T3` slots. Writes come in blocks of `K` consecutive slots for all seeds at once.
 
+With frame deduplication (`frame_stack=k`, `replay/ring.py`) L3 keeps L2's layout too: one
+frame and a `fresh` flag per row. A read rebuilds the `obs` and `next_obs` stacks as L2 does,
+walking back from a row one slot per frame but staying on a fresh row; a row whose walk would
+leave the slots L3 still holds is not requested (the device asks only for rows at least
+`k - 1` slots newer than the oldest slot held).
+
 Reads are requests of rows (global slot, env) per seed. With `prefetch=True` (the default)
 a read call hands back the rows of the *previous* request, gathered by a worker thread while
 the device ran, and starts gathering the new one: the device never waits on the gather, only
@@ -82,6 +88,8 @@ class HostStore:
       spill_dir, keep: for "disk".
       prefetch: hand back each read one call later (see module doc).
       seed: with the read count, seeds `read_uniform`'s draws (reproducible runs).
+      frame_stack: `k > 1` stores one frame per row (`obs_shape[-1] == k`) and rebuilds stacks
+        on read; 0 stores whole observations.
     """
 
     def __init__(
@@ -97,21 +105,31 @@ class HostStore:
         keep: bool = False,
         prefetch: bool = True,
         seed: int = 0,
+        frame_stack: int = 0,
     ) -> None:
         if kind not in ("host", "disk"):
             raise ValueError(f"ReplayConfig.l3={kind!r} is not allowed; expected 'host' or 'disk'.")
         self.kind, self.slots, self.num_envs = kind, slots, num_envs
         self.num_seeds, self.prefetch, self.keep, self.seed = num_seeds, prefetch, keep, seed
         self.obs_shape, self.obs_dtype = tuple(obs_shape), np.dtype(obs_dtype)
+        self.frame_stack = frame_stack if frame_stack > 1 else 0
+        if self.frame_stack and (len(self.obs_shape) < 2 or self.obs_shape[-1] != frame_stack):
+            raise ValueError(
+                f"frame_stack={frame_stack} needs observations whose last axis stacks "
+                f"{frame_stack} frames; got shape {self.obs_shape}."
+            )
+        stored = self.obs_shape[:-1] if self.frame_stack else self.obs_shape
         lead = (num_seeds, slots, num_envs)
         specs = {
-            "obs": (lead + self.obs_shape, self.obs_dtype),
+            "obs": (lead + stored, self.obs_dtype),
             "action": (lead, np.dtype(np.int32)),
             "reward": (lead, np.dtype(np.float32)),
             "discount": (lead, np.dtype(np.float32)),
             "offset": (lead, np.dtype(np.int8)),
             "valid": (lead, np.dtype(bool)),
         }
+        if self.frame_stack:
+            specs["fresh"] = (lead, np.dtype(bool))
         self.nbytes = sum(math.prod(s) * d.itemsize for s, d in specs.values())
         self.path: str | None = None
         if kind == "disk":
@@ -138,8 +156,9 @@ class HostStore:
         self.closed = False
 
     # ---- host callbacks ----------------------------------------------------------------------
-    def write(self, start, obs, action, reward, discount, offset, valid) -> None:
-        """Store a block: global slots `[start, start + K)` for all seeds (`[S, K, E, ...]`)."""
+    def write(self, start, obs, action, reward, discount, offset, valid, fresh=None) -> None:
+        """Store a block: global slots `[start, start + K)` for all seeds (`[S, K, E, ...]`);
+        with frame deduplication `obs` holds frames and `fresh` the rows' flags."""
         self._wait()
         start = int(start)
         k = int(np.shape(action)[1])
@@ -149,6 +168,12 @@ class HostStore:
         parts = dict(
             obs=obs, action=action, reward=reward, discount=discount, offset=offset, valid=valid
         )
+        if (fresh is None) != (not self.frame_stack):
+            raise ValueError(
+                "HostStore.write: `fresh` flags are required with frame_stack and only then"
+            )
+        if fresh is not None:
+            parts["fresh"] = fresh
         for name, value in parts.items():  # the inputs are read-only views: copy into the store
             self.arrays[name][:, pos : pos + k] = np.asarray(value)
         self.blocks_written += 1
@@ -196,17 +221,31 @@ class HostStore:
         nxt = (pos + a["offset"][s, pos, env].astype(np.int64)) % self.slots
         valid = np.logical_and(ok.astype(bool), a["valid"][s, pos, env])
         rows = L3Rows(
-            obs=np.ascontiguousarray(a["obs"][s, pos, env]),
+            obs=self._obs(s, pos, env),
             action=a["action"][s, pos, env],
             reward=a["reward"][s, pos, env],
             discount=a["discount"][s, pos, env],
-            next_obs=np.ascontiguousarray(a["obs"][s, nxt, env]),
+            next_obs=self._obs(s, nxt, env),
             weight=valid.astype(np.float32),
         )
         if ok.any():
             self.rows_read += int(ok.sum())
             self.bytes_read += int(sum(np.asarray(x).nbytes for x in rows))
         return rows
+
+    def _obs(self, s: np.ndarray, pos: np.ndarray, env: np.ndarray) -> np.ndarray:
+        """Observations of rows `(s, pos, env)`: stored ones, or stacks rebuilt from frames."""
+        obs = self.arrays["obs"]
+        if not self.frame_stack:
+            return np.ascontiguousarray(obs[s, pos, env])
+        fresh = self.arrays["fresh"]
+        out = np.empty(pos.shape + self.obs_shape, self.obs_dtype)
+        idx = pos
+        out[..., -1] = obs[s, idx, env]
+        for j in range(2, self.frame_stack + 1):  # walk back, staying on a fresh row
+            idx = np.where(fresh[s, idx, env], idx, (idx - 1) % self.slots)
+            out[..., -j] = obs[s, idx, env]
+        return out
 
     def slot_rows(self, seed: int, start: int, stop: int) -> dict[str, np.ndarray]:
         """Copies of the rows of global slots `[start, stop)` of one seed (for inspection).

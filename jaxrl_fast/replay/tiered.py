@@ -77,8 +77,10 @@ def plan_l3(
     obs_dtype,
     sync_every: int,
     updates_per_sync: int,
+    frame_stack: int = 0,
 ) -> L3Layout | None:
-    """The L3 layout a config gives, or None when L3 is off.
+    """The L3 layout a config gives, or None when L3 is off. With `frame_stack` (frame
+    deduplication) L3 rows hold one frame, as L2's do.
 
     The spill block `K` (slots) is the largest that fits in `spill_block` bytes for all seeds,
     at least `sync_every` (one spill per sync keeps up), divides both tiers' slot counts, and
@@ -96,7 +98,7 @@ def plan_l3(
             f"of env.num_envs={num_envs}, e.g. {max(1, config.l3_capacity // num_envs) * num_envs}."
         )
     t3 = config.l3_capacity // num_envs
-    per_slot = num_seeds * num_envs * row_bytes(obs_shape, obs_dtype)
+    per_slot = num_seeds * num_envs * row_bytes(obs_shape, obs_dtype, frame_stack)
     target = max(sync_every, spill_block_bytes(config.spill_block) // per_slot)
     limit = min(target, (t2 - sync_every - config.n_step) // 2, t3)
     common = math.gcd(t2, t3)
@@ -150,8 +152,9 @@ def make_buffer(
       total_updates: batches over the run; PER's beta reaches 1 there (None: beta stays fixed).
       prefetch: L3 reads one call ahead (False: synchronous reads, for tests).
       seed: seeds the host's draws of L3 rows (with the read count).
-      frame_stack: `k > 1` for observations that stack `k` frames on the last axis: L2 stores
-        one frame per row and rebuilds the stacks (`ring.make_ring`), if `dedup_frames`.
+      frame_stack: `k > 1` for observations that stack `k` frames on the last axis: L2 (and L3)
+        store one frame per row and rebuild the stacks (`ring.make_ring`, `spill.HostStore`),
+        if `dedup_frames`.
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -172,11 +175,6 @@ def make_buffer(
     obs_shape, obs_dtype = tuple(example.obs.shape[1:]), example.obs.dtype
     n = config.n_step
     frame_stack = frame_stack if config.dedup_frames and frame_stack > 1 else 0
-    if frame_stack and config.l3 != "off":
-        raise ValueError(
-            f"ReplayConfig.l3={config.l3!r} is not allowed with frame deduplication yet (L3 rows "
-            f"would need their predecessors' frames); expected l3='off', or dedup_frames=False."
-        )
     ring = make_ring(config.capacity, num_envs, obs_shape, obs_dtype, n, frame_stack)
     rows_l2 = ring.slots * num_envs
     batch_size = config.batch_size
@@ -191,6 +189,7 @@ def make_buffer(
         obs_dtype=obs_dtype,
         sync_every=sync_every,
         updates_per_sync=updates_per_sync,
+        frame_stack=frame_stack,
     )
     b3 = layout.rows if layout is not None else 0
     store = None
@@ -206,6 +205,7 @@ def make_buffer(
             keep=config.keep_spill,
             prefetch=prefetch,
             seed=seed,
+            frame_stack=frame_stack,
         )
     step_example = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), example)
 
@@ -336,10 +336,10 @@ def make_buffer(
         def spill(l3: L3State) -> L3State:
             pos = l3.spilled % ring.slots
             r = state.ring
-            block = [
-                jax.lax.dynamic_slice_in_dim(x, pos, k, axis=1)
-                for x in (r.obs, r.action, r.reward, r.discount, r.offset, r.valid)
-            ]
+            fields = (r.obs, r.action, r.reward, r.discount, r.offset, r.valid)
+            if frame_stack:  # L3 keeps one frame per row too, and rebuilds stacks on read
+                fields += (r.fresh,)
+            block = [jax.lax.dynamic_slice_in_dim(x, pos, k, axis=1) for x in fields]
             io_callback(store.write, None, l3.spilled, *block, ordered=True)
             return l3._replace(spilled=l3.spilled + k)
 
@@ -347,7 +347,9 @@ def make_buffer(
 
         def read(l3: L3State) -> L3State:
             # Rows evicted from L2 whose bootstrap rows are in L3 and not past its horizon.
-            lo = jnp.maximum(l3.spilled - layout.slots, 0)
+            # With frame deduplication a row's stack may need the frame_stack - 1 slots before
+            # it: once L3 has overwritten a slot, the rows that many slots after it wait too.
+            lo = jnp.maximum(l3.spilled - layout.slots + max(frame_stack - 1, 0), 0)
             hi = jnp.minimum(l3.committed - ring.slots, l3.spilled - n)
             count = jnp.maximum(hi - lo, 0) * num_envs
             shape = (layout.batches, b3)
@@ -378,8 +380,9 @@ def make_buffer(
             return {}
         l3 = state.l3
         seeds = l3.from_l3.shape[0] if l3.from_l3.ndim else 1
-        row = row_bytes(obs_shape, obs_dtype)
-        read_row = 2 * (row - 14) + 16  # obs, next_obs, action, reward, discount, weight
+        row = row_bytes(obs_shape, obs_dtype, frame_stack)
+        # whole obs and next_obs stacks, action, reward, discount, weight
+        read_row = 2 * math.prod(obs_shape) * jnp.dtype(obs_dtype).itemsize + 16
         return {
             "l3_rows_sampled": l3.from_l3,
             "rows_sampled": l3.drawn,

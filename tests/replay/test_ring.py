@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import stack_stream
 
 from jaxrl_fast.config import ReplayConfig
 from jaxrl_fast.replay import StoredRow, make_buffer, make_ring, row_bytes
@@ -300,18 +301,7 @@ K, FRAME = 4, (2, 3)
 
 
 def _stack_stream(steps, starts, seed=0):
-    """`[steps, E, 2, 3, K]` uint8 stacks: a new episode (at `(t, e)` in `starts`, and t = 0)
-    shows K copies of its first frame, later steps shift one new frame in, as envpool does."""
-    rng = np.random.default_rng(seed)
-    frames = rng.integers(0, 256, (steps, E, *FRAME), dtype=np.uint8)
-    out = np.zeros((steps, E, *FRAME, K), np.uint8)
-    for e in range(E):
-        for t in range(steps):
-            if t == 0 or (t, e) in starts:
-                out[t, e] = np.repeat(frames[t, e][..., None], K, axis=-1)
-            else:
-                out[t, e] = np.concatenate([out[t - 1, e][..., 1:], frames[t, e][..., None]], -1)
-    return out
+    return stack_stream(steps, E, starts, frame=FRAME, k=K, seed=seed)
 
 
 def _dedup_rows(stream, capacity, n_step=1):
