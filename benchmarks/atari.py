@@ -107,7 +107,7 @@ def memory() -> dict:
     }
 
 
-def learn(steps: int | None) -> dict:
+def learn(steps: int | None, note: str | None = None) -> dict:
     cfg = presets.get("atari-pong")
     if steps is not None:  # a shorter run than the preset's budget (same schedule fractions)
         blocks = (steps - cfg.learning_starts) // cfg.train_frequency // 20 * 20
@@ -116,6 +116,8 @@ def learn(steps: int | None) -> dict:
     t = time.perf_counter()
     r = train(cfg, progress=True)
     return {
+        "machine": machine(),
+        "note": note,
         "config": "atari-pong",
         "preset_env_steps": presets.get("atari-pong").total_env_steps,
         "env_steps": r.env_steps,
@@ -129,6 +131,10 @@ def learn(steps: int | None) -> dict:
             {"env_steps": h["env_steps"], "episode_return": h["episode_return"]} for h in r.history
         ],
     }
+
+
+def _machine_line(m: dict) -> str:
+    return f"{m['cpu']}, {m['cores']} cores, {m['platform']}; jax {m['jax']} on {m['backend']}"
 
 
 def _final(learn_result: dict) -> float:
@@ -148,8 +154,13 @@ def render(r: dict) -> str:
         f"{m['backend']}. Speed and memory by `python benchmarks/atari.py{q}` in "
         f"{r.get('speed_time_s', r['benchmark_time_s']):.0f} s"
         + (
-            f"; the learning run by `python benchmarks/atari.py --learn-only --learn-steps "
-            f"{r['learn']['env_steps']}` in {r['learn']['wall_time_s'] / 60:.0f} min"
+            "; the learning run by `python benchmarks/atari.py --learn-only"
+            + (
+                ""
+                if r["learn"]["env_steps"] == r["learn"]["preset_env_steps"]
+                else f" --learn-steps {r['learn']['env_steps']}"
+            )
+            + f"` in {r['learn']['wall_time_s'] / 60:.0f} min"
             if r.get("learn")
             else ""
         )
@@ -214,6 +225,12 @@ def render(r: dict) -> str:
                 "signal."
             ),
             "",
+            *(
+                [f"Learning-run machine: {_machine_line(L['machine'])}.", ""]
+                if L.get("machine") and L["machine"] != r["machine"]
+                else []
+            ),
+            *([f"Note: {L['note']}", ""] if L.get("note") else []),
             "| env steps | mean training-episode return in the chunk |",
             "|---:|---:|",
         ]
@@ -244,6 +261,7 @@ def main() -> None:
         action="store_true",
         help="run only the learning run; keep speed and memory from the results JSON",
     )
+    parser.add_argument("--note", help="a remark stored with the learning run (e.g. load)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     parser.add_argument(
         "--render", metavar="JSON", help="only rewrite the Markdown from a results JSON file"
@@ -262,7 +280,7 @@ def main() -> None:
     if args.learn_only:
         with open(stem + ".json") as f:
             kept = json.load(f)
-        out.update(speed=kept["speed"], memory=kept["memory"])
+        out.update(machine=kept["machine"], speed=kept["speed"], memory=kept["memory"])
         out["speed_time_s"] = kept.get("speed_time_s", kept["benchmark_time_s"])
     else:
         print("[1/3] speed", flush=True)
@@ -272,7 +290,7 @@ def main() -> None:
         out["speed_time_s"] = time.perf_counter() - t0
     if args.learn or args.learn_only:
         print("[3/3] Pong learning run", flush=True)
-        out["learn"] = learn(args.learn_steps)
+        out["learn"] = learn(args.learn_steps, args.note)
     elif os.path.exists(stem + ".json"):  # keep the last learning run next to new speed rows
         with open(stem + ".json") as f:
             kept = json.load(f).get("learn")
