@@ -23,8 +23,11 @@ precision against fp32 in the same run:
 
 3. **Nature CNN convolutions in and out of a loop** (fp32, batch 32): the update step inside a
    jitted `lax.scan` and as one jitted call, with the torso computed as convolutions
-   (`conv_impl="conv"`), as patches x matmul (`"patches"`), and as convolutions whose kernel
-   gradient is patches x matmul (`"conv_patches_grad"`, what `"auto"` picks on CPU).
+   (`conv_impl="conv"`), as patches x matmul (`"patches"`), as convolutions whose kernel
+   gradient is patches x matmul (`"conv_patches_grad"`), and as convolutions whose gradients
+   are written as NHWC x HWIO convolutions (`"conv_canonical_grads"`, what `"auto"` picks on
+   CPU); and conv_canonical_grads' kernel gradient as a convolution vs as patches x matmul
+   inside the scan at batch 32 to 256, which sets `networks.CANONICAL_KERNEL_GRAD_MAX_BATCH`.
 
 GPU rows stay "not measured" until the benchmark runs on a GPU.
 """
@@ -51,6 +54,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from jaxrl_fast import networks  # noqa: E402
 from jaxrl_fast.config import DQNConfig, NetworkConfig, PrecisionConfig  # noqa: E402
 from jaxrl_fast.dqn import make_agent  # noqa: E402
 from jaxrl_fast.envs.base import EnvSpec  # noqa: E402
@@ -96,8 +100,11 @@ def _batch(shape, dtype, actions, b, key):
     )
 
 
-def _program(model: str, compute: str, steps: int, conv_impl: str = "auto"):
+def _program(
+    model: str, compute: str, steps: int, conv_impl: str = "auto", batch: int | None = None
+):
     net_cfg, shape, dtype, actions, b = MODELS[model]
+    b = batch or b
     spec = EnvSpec("bench", shape, dtype, actions, 1, 1000)
     policy = resolve_policy(PrecisionConfig(compute=compute))
     net = QNetwork.for_policy(net_cfg, spec, policy, conv_impl=conv_impl)
@@ -159,12 +166,45 @@ def update_step(model: str, steps: int, repeats: int) -> dict:
     return {"model": model, "steps_per_call": steps, "repeats": repeats, "rows": rows}
 
 
+DEFAULT_KERNEL_GRAD_MAX_BATCH = networks.CANONICAL_KERNEL_GRAD_MAX_BATCH
+
+
+def kernel_grad_by_batch(repeats: int, batches=(32, 64, 128, 256)) -> dict:
+    """conv_canonical_grads' kernel gradient as a convolution vs as patches x matmul, inside
+    a jitted scan, per batch size: what `networks.CANONICAL_KERNEL_GRAD_MAX_BATCH` is set by."""
+    model = "Nature CNN 84x84x4, batch 32"
+    progs = {}
+    for b in batches:
+        for how, limit in (("convolution", 10**9), ("patches x matmul", 0)):
+            networks.CANONICAL_KERNEL_GRAD_MAX_BATCH = limit  # read when the program is traced
+            steps = 2 if b > 64 else 5
+            progs[(b, how)] = _program(model, "fp32", steps, "conv_canonical_grads", batch=b)
+    networks.CANONICAL_KERNEL_GRAD_MAX_BATCH = DEFAULT_KERNEL_GRAD_MAX_BATCH
+    times: dict = {k: [] for k in progs}
+    states = {k: p[1] for k, p in progs.items()}
+    for k, p in progs.items():  # warm-up call
+        states[k], _ = p[0](states[k], p[2])
+        jax.block_until_ready(states[k])
+    for _ in range(repeats):
+        for k, p in progs.items():
+            steps = p[2].action.shape[0]
+            t = time.perf_counter()
+            states[k], losses = p[0](states[k], p[2])
+            jax.block_until_ready(losses)
+            times[k].append((time.perf_counter() - t) / steps * 1e3)
+    rows = [
+        {"batch": b, "kernel_grad": how, "ms_per_update_median": statistics.median(ts)}
+        for (b, how), ts in times.items()
+    ]
+    return {"repeats": repeats, "max_batch": DEFAULT_KERNEL_GRAD_MAX_BATCH, "rows": rows}
+
+
 def conv_in_loop(repeats: int) -> dict:
     model = "Nature CNN 84x84x4, batch 32"
     rows = []
     progs = {
         (impl, steps): _program(model, "fp32", steps, conv_impl=impl)
-        for impl in ("conv", "patches", "conv_patches_grad")
+        for impl in ("conv", "patches", "conv_patches_grad", "conv_canonical_grads")
         for steps in (0, 5)
     }
     times: dict = {k: [] for k in progs}
@@ -290,9 +330,29 @@ def render(r: dict) -> str:
         lines.append(f"| {row['conv_impl']} | {row['where']} | {row['ms_per_update_median']:.1f} |")
     lines += [
         "",
-        '`conv_impl="auto"` picks conv_patches_grad on CPU (the conventional baseline, which',
-        "calls each update on its own, uses conv), conv elsewhere.",
+        '`conv_impl="auto"` picks conv_canonical_grads on CPU (the conventional baseline, which',
+        "calls each update on its own, uses conv), conv elsewhere. XLA:CPU rewrites convolutions",
+        "into its fast NHWC x HWIO form only outside loops, so autodiff's gradient convolutions",
+        "(other layouts) are slow inside the scan unless written in that form.",
     ]
+    kg = r.get("kernel_grad_by_batch")
+    if kg:
+        lines += [
+            "",
+            "### conv_canonical_grads' kernel gradient inside lax.scan, by batch size",
+            "",
+            "| batch | kernel gradient as | ms / update |",
+            "|---:|---|---:|",
+        ]
+        for row in kg["rows"]:
+            lines.append(
+                f"| {row['batch']} | {row['kernel_grad']} | {row['ms_per_update_median']:.1f} |"
+            )
+        lines += [
+            "",
+            f"The library uses the convolution up to batch {kg['max_batch']} and patches x "
+            "matmul above (`networks.CANONICAL_KERNEL_GRAD_MAX_BATCH`).",
+        ]
     lines += [
         "",
         "## GPU",
@@ -340,6 +400,7 @@ def main() -> None:
         out["update_step"].append(update_step(model, steps, 2 if q else 5))
     print("[2/3] convolutions in and out of a loop", flush=True)
     out["conv_in_loop"] = conv_in_loop(2 if q else 4)
+    out["kernel_grad_by_batch"] = kernel_grad_by_batch(1 if q else 3)
     stem = os.path.join(args.out, "precision" + ("-quick" if q else ""))
     if args.update_steps_only:
         with open(stem + ".json") as f:

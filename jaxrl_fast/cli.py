@@ -46,7 +46,7 @@ def _build_config(args: argparse.Namespace):
     if env_changes:
         changes["env"] = env_changes
     fields = ("total_env_steps", "learning_starts", "seed", "num_chunks", "eval_episodes")
-    for field in (*fields, "eval_epsilon"):
+    for field in (*fields, "eval_epsilon", "seed_loop"):
         value = getattr(args, field, None)
         if value is not None:
             changes[field] = value
@@ -214,6 +214,10 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-episodes", type=int, help="evaluation episodes per seed")
     t.add_argument(
         "--eval-epsilon", type=float, help="exploration rate while evaluating (0 = greedy)"
+    )
+    t.add_argument(
+        "--seed-loop",
+        help="seeds batched (vmap), one after another (map), or auto (map on CPU for Atari)",
     )
     t.add_argument("--out", help="directory for summary.json and history.json")
     t.add_argument(

@@ -14,7 +14,8 @@ from typing import Any
 _LOSSES = ("huber", "mse")
 _NETWORKS = ("auto", "mlp", "cnn", "nature")
 _COMPUTE = ("auto", "fp32", "bf16", "fp16")
-_CONV_IMPLS = ("auto", "conv", "patches", "conv_patches_grad")
+_SEED_LOOPS = ("auto", "vmap", "map")
+_CONV_IMPLS = ("auto", "conv", "patches", "conv_patches_grad", "conv_canonical_grads")
 _MATMUL = ("default", "high", "highest")
 _LR_SCHEDULES = ("constant", "linear")
 
@@ -123,11 +124,13 @@ class NetworkConfig:
       dueling: use a dueling value/advantage head.
       conv_impl: how the Nature torso's strided convolutions compute: "conv", "patches"
         (patches x matmul), "conv_patches_grad" (convolutions, but the kernel gradient as
-        patches x matmul: inside the fused loop XLA:CPU ran the convolutions' kernel gradient
-        ~8x slower) or "auto" (on CPU conv_patches_grad for one seed and patches for several,
-        whose vmapped (grouped) convolutions XLA:CPU runs slowly; conv elsewhere; the conventional
-        baseline, which calls each update on its own, uses conv). Same function, same
-        parameters (`networks.Conv`).
+        patches x matmul), "conv_canonical_grads" (convolutions whose gradients are written
+        as NHWC x HWIO convolutions too: XLA:CPU rewrites convolutions into that fast form only
+        outside loops, and ran autodiff's gradient convolutions ~8x slower inside the fused
+        loop) or "auto" (on CPU conv_canonical_grads, or patches when several seeds are
+        vmapped, whose batched (grouped) convolutions XLA:CPU runs slowly; conv elsewhere; the
+        conventional baseline, which calls each update on its own, uses conv). Same function,
+        same parameters (`networks.Conv`).
     """
 
     kind: str = "auto"
@@ -506,6 +509,11 @@ class TrainConfig:
       num_chunks: host calls the training is split into (progress, NaN checks); None picks a
         divisor of the number of blocks near 20. Results do not depend on it.
       eval_episodes: evaluation episodes per seed at the end of training.
+      seed_loop: how the seeds of one program run: "vmap" (batched: one program step steps
+        every seed at once), "map" (`lax.map`: one seed after another inside the program) or
+        "auto" (map on CPU for the Nature torso, where a batch of seeds runs no faster per
+        FLOP and its batched convolutions are slow; vmap otherwise). Results agree to float
+        rounding.
       eval_epsilon: exploration rate of the evaluation policy (0 = greedy). Atari evaluations
         use a little (Nature DQN: 0.05): a deterministic greedy policy can loop forever in a
         game such as Pong and is then scored on a cut game.
@@ -526,6 +534,7 @@ class TrainConfig:
     num_chunks: int | None = None
     eval_episodes: int = 10
     eval_epsilon: float = 0.0
+    seed_loop: str = "auto"
 
     def __post_init__(self) -> None:
         for name, cls in (
@@ -548,6 +557,7 @@ class TrainConfig:
             _is_int(self.eval_episodes) and self.eval_episodes >= 0,
             "an int >= 0",
         )
+        _require(self, "seed_loop", self.seed_loop in _SEED_LOOPS, f"one of {_SEED_LOOPS}")
         _require(
             self,
             "eval_epsilon",

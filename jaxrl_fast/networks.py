@@ -6,10 +6,14 @@ Q-values are near zero. The MinAtar CNN's 3x3 convolutions are computed as patch
 3x3 convolution, but XLA:CPU runs its backward pass as matmuls, which were several times faster
 than its convolution kernels for MinAtar-sized inputs on a 2-core CPU. The Nature torso (8x8/4,
 4x4/2, 3x3/1 strided convolutions on 84x84 frames) uses `Conv`, which keeps `nn.Conv`'s
-parameter layout. Inside a `lax.scan` XLA:CPU computed these convolutions' *kernel gradient*
-about 8x slower than outside one (`benchmarks/results/precision.md`), so on CPU `Conv`
-computes the forward pass and the input gradient as convolutions and the kernel gradient as
-patches x matmul (`conv_patches_grad`), which is fast in and out of a loop.
+parameter layout. XLA:CPU runs a convolution fast (with Eigen) when its dimensions are laid
+out NHWC x HWIO -> NHWC, and rewrites other convolutions into that form only outside loops:
+inside the fused loop autodiff's gradient convolutions (kernel gradient `f01b_i01o->01bf`,
+input gradient with swapped kernel channels) ran about 8x slower than outside
+(`benchmarks/results/precision.md`). So on CPU `Conv` writes both gradients as NHWC x HWIO
+convolutions itself (`conv_canonical_grads`): the kernel gradient correlates the input,
+channels as batch, with the output gradient dilated by the stride; the input gradient
+correlates the dilated, padded output gradient with the flipped, channel-swapped kernel.
 
 `dtype` is the compute dtype, `param_dtype` the storage dtype (fp32 master weights); inputs are
 cast once, at the network input (uint8 frames are also scaled to [0, 1] there), and Q-values
@@ -52,20 +56,82 @@ def _conv_patches_grad_fwd(x, kernel, stride, precision):
     return _conv(x, kernel, stride, precision), (x, kernel)
 
 
-def _conv_patches_grad_bwd(stride, precision, residuals, g):
-    x, kernel = residuals
+def _kernel_grad_patches(x, kernel, stride, precision, g):
+    """The kernel gradient of a VALID NHWC convolution as patches x matmul."""
     k, c_in, c_out = kernel.shape[0], kernel.shape[2], kernel.shape[3]
     patches = jax.lax.conv_general_dilated_patches(
         x, (k, k), (stride, stride), "VALID", dimension_numbers=_DIMS, precision=precision
     )  # [B, H', W', C_in * k * k], input channel major
     d_kernel = jnp.einsum("bhwp,bhwo->po", patches, g.astype(patches.dtype), precision=precision)
-    d_kernel = d_kernel.reshape(c_in, k, k, c_out).transpose(1, 2, 0, 3).astype(kernel.dtype)
+    return d_kernel.reshape(c_in, k, k, c_out).transpose(1, 2, 0, 3).astype(kernel.dtype)
+
+
+def _conv_patches_grad_bwd(stride, precision, residuals, g):
+    x, kernel = residuals
+    d_kernel = _kernel_grad_patches(x, kernel, stride, precision, g)
     _, vjp_x = jax.vjp(lambda x: _conv(x, kernel, stride, precision), x)
     (d_x,) = vjp_x(g)
     return d_x, d_kernel
 
 
 _conv_patches_grad.defvjp(_conv_patches_grad_fwd, _conv_patches_grad_bwd)
+
+
+# Above this batch size `conv_canonical_grads` computes the kernel gradient as patches x matmul:
+# as a convolution whose input channels are the batch it was faster at batch 32 and 64 and
+# slower at 128 and 256 on a 2-core CPU (`benchmarks/precision.py`, kernel-gradient table).
+CANONICAL_KERNEL_GRAD_MAX_BATCH = 64
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
+def _conv_canonical_grads(
+    x: Array, kernel: Array, stride: int, precision: Any, kernel_grad: str = "conv"
+) -> Array:
+    """A VALID NHWC convolution whose two gradients are also NHWC x HWIO convolutions
+    (`kernel_grad="patches"`: the kernel gradient as patches x matmul)."""
+    return _conv(x, kernel, stride, precision)
+
+
+def _conv_canonical_grads_fwd(x, kernel, stride, precision, kernel_grad):
+    return _conv(x, kernel, stride, precision), (x, kernel)
+
+
+def _conv_canonical_grads_bwd(stride, precision, kernel_grad, residuals, g):
+    x, kernel = residuals
+    k, s = kernel.shape[0], stride
+    g = g.astype(x.dtype)
+    # Rows and columns of x past the last window (VALID drops them) get zero gradient.
+    rest = [(d - k) % s for d in x.shape[1:3]]
+    # Input gradient: the output gradient, dilated by the stride and fully padded, correlated
+    # with the kernel flipped in space and with its in/out channels swapped.
+    flipped = kernel[::-1, ::-1].transpose(0, 1, 3, 2)
+    d_x = jax.lax.conv_general_dilated(
+        g,
+        flipped,
+        (1, 1),
+        [(k - 1, k - 1 + r) for r in rest],
+        lhs_dilation=(s, s),
+        dimension_numbers=_DIMS,
+        precision=precision,
+    )
+    if kernel_grad == "patches":
+        return d_x.astype(x.dtype), _kernel_grad_patches(x, kernel, stride, precision, g)
+    # Kernel gradient: input channels play the batch, the batch plays the input channels, and
+    # the output gradient is the kernel, dilated by the stride.
+    d_kernel = jax.lax.conv_general_dilated(
+        x.transpose(3, 1, 2, 0),  # [C_in, H, W, B]
+        g.transpose(1, 2, 0, 3),  # [H', W', B, C_out]
+        (1, 1),
+        "VALID",
+        rhs_dilation=(s, s),
+        dimension_numbers=_DIMS,
+        precision=precision,
+    )  # [C_in, k + rest, k + rest, C_out]
+    d_kernel = d_kernel[:, :k, :k].transpose(1, 2, 0, 3)
+    return d_x.astype(x.dtype), d_kernel.astype(kernel.dtype)
+
+
+_conv_canonical_grads.defvjp(_conv_canonical_grads_fwd, _conv_canonical_grads_bwd)
 
 
 class Conv(nn.Module):
@@ -77,9 +143,10 @@ class Conv(nn.Module):
       stride: stride in both spatial dims.
       impl: "conv" (`lax.conv_general_dilated`), "patches" (patches x matmul, forward and
         backward), "conv_patches_grad" (a convolution whose kernel gradient is patches x
-        matmul) or "auto": conv_patches_grad on the CPU backend, conv elsewhere. All give the
-        same function of the same parameters (kernel `[k, k, C_in, features]`, bias
-        `[features]`) and the same gradients up to float rounding.
+        matmul), "conv_canonical_grads" (a convolution whose gradients are NHWC x HWIO
+        convolutions too) or "auto": conv_canonical_grads on the CPU backend, conv elsewhere.
+        All give the same function of the same parameters (kernel `[k, k, C_in, features]`,
+        bias `[features]`) and the same gradients up to float rounding.
       dtype, param_dtype, precision: as in `QNetwork`.
     """
 
@@ -100,9 +167,13 @@ class Conv(nn.Module):
         dims = ("NHWC", "HWIO", "NHWC")
         impl = self.impl
         if impl == "auto":
-            impl = "conv_patches_grad" if jax.default_backend() == "cpu" else "conv"
+            impl = "conv_canonical_grads" if jax.default_backend() == "cpu" else "conv"
         if impl == "conv_patches_grad":
             y = _conv_patches_grad(x, kernel, s, self.precision)
+        elif impl == "conv_canonical_grads":
+            # the kernel gradient's form is chosen here, by batch size, when traced
+            large = x.shape[0] > CANONICAL_KERNEL_GRAD_MAX_BATCH
+            y = _conv_canonical_grads(x, kernel, s, self.precision, "patches" if large else "conv")
         elif impl == "patches":
             patches = jax.lax.conv_general_dilated_patches(
                 x, (k, k), (s, s), "VALID", dimension_numbers=dims, precision=self.precision

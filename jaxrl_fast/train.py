@@ -130,11 +130,7 @@ def make_train(
     num_seeds = config.num_seeds
     schedules = make_schedules(config)
     policy = policy or resolve_policy(config.precision)
-    conv_impl = config.network.conv_impl
-    if conv_impl == "auto" and config.num_seeds > 1 and jax.default_backend() == "cpu":
-        # Vmapped over seeds, the convolutions become grouped ones, which XLA:CPU runs slowly:
-        # benchmarks/atari.py gave 84 env-steps/s at 4 seeds with them, 116 with patches.
-        conv_impl = "patches"
+    seed_loop, conv_impl = resolve_seed_loop(config)
     network = QNetwork.for_policy(config.network, spec, policy, conv_impl=conv_impl)
     agent = make_agent(
         config.dqn,
@@ -175,6 +171,9 @@ def make_train(
 
     def _vmap(fn, in_axes, out_axes):
         return jax.vmap(fn, in_axes=in_axes, out_axes=out_axes, axis_name=SEED_AXIS)
+
+    # The seeds' acting and learning: batched (vmap) or one seed after another (lax.map).
+    _seeds = _vmap if seed_loop == "vmap" else _seed_map
 
     def _epsilon(collect_index: Array) -> Array:
         # env steps as float32: an int32 product would overflow past 2^31 env steps.
@@ -219,7 +218,7 @@ def make_train(
             key, key_act, _ = jax.random.split(seed.key, 3)
             return key, agent.act(seed.agent, key_act, seed.obs, epsilon, fp32)
 
-        keys, action = _vmap(_act, (seed_axes,), 0)(seeds)  # [S], [S, E]
+        keys, action = _seeds(_act, (seed_axes,), 0)(seeds)  # [S], [S, E]
         env_state, next_obs, reward, done, info = env.step(
             keys[0], seeds.env_state, action.reshape(num_seeds * n)
         )
@@ -308,11 +307,11 @@ def make_train(
                 lambda s, e: _collect_all(s, e, fp32), runner.seeds, epsilons
             )
             stats = jax.tree.map(lambda x: jnp.sum(x, axis=0), stats)
-            seeds, m = _vmap(_seed_learn, (seed_axes, None, None), (seed_axes, 0))(
+            seeds, m = _seeds(_seed_learn, (seed_axes, None, None), (seed_axes, 0))(
                 seeds, runner.block, fp32
             )
         else:
-            seeds, (stats, m) = _vmap(_seed_block, (seed_axes, None, None, None), (seed_axes, 0))(
+            seeds, (stats, m) = _seeds(_seed_block, (seed_axes, None, None, None), (seed_axes, 0))(
                 runner.seeds, runner.block, epsilons, fp32
             )
         if policy.fallback:  # record the shared switch in every seed's state
@@ -369,6 +368,62 @@ def make_train(
         buffer=buffer,
         seed_axes=seed_axes,
     )
+
+
+def resolve_seed_loop(config: TrainConfig) -> tuple[str, str]:
+    """The `(seed_loop, conv_impl)` a config runs with on the default backend.
+
+    `seed_loop="auto"` maps the seeds (one after another) on CPU for the Nature torso: on a
+    few cores a batch of seeds runs no faster per FLOP, and vmapped convolutions with a kernel
+    per seed become grouped ones, which XLA:CPU runs slowly. `conv_impl="auto"` on CPU is
+    conv_canonical_grads, or patches when several seeds are vmapped (`networks.Conv`).
+    """
+    cpu = jax.default_backend() == "cpu"
+    seed_loop = config.seed_loop
+    if seed_loop == "auto":
+        nature = config.network.kind == "nature"
+        seed_loop = "map" if cpu and nature and config.num_seeds > 1 else "vmap"
+    conv_impl = config.network.conv_impl
+    if conv_impl == "auto" and cpu:
+        batched = seed_loop == "vmap" and config.num_seeds > 1
+        conv_impl = "patches" if batched else "conv_canonical_grads"
+    return seed_loop, conv_impl
+
+
+def _axes_of_leaves(axes, tree):
+    """Expand a vmap-style axes prefix (0 or None per subtree) to one int per leaf of `tree`
+    (-1 for None: a value shared by the seeds)."""
+    if axes is None or isinstance(axes, int):
+        return jax.tree.map(lambda _: -1 if axes is None else axes, tree)
+    parts = [_axes_of_leaves(a, t) for a, t in zip(axes, tree, strict=True)]
+    return type(tree)(*parts) if hasattr(tree, "_fields") else type(tree)(parts)
+
+
+def _seed_map(fn, in_axes, out_axes):
+    """`jax.vmap(fn, in_axes, out_axes)` computed as a `lax.map`: one seed after another.
+
+    Leaves with axis 0 are split by seed; leaves with axis None are passed whole to every
+    seed. An output with axis None is shared by the seeds (the same for each, as vmap
+    requires), so the first seed's is returned.
+    """
+
+    def mapped(*args):
+        leaves, treedef = jax.tree.flatten(args)
+        axes = jax.tree.leaves(_axes_of_leaves(tuple(in_axes), args))
+        if len(axes) != len(leaves):
+            raise ValueError("in_axes do not match the arguments' structure")
+        per_seed = [x for x, a in zip(leaves, axes, strict=True) if a == 0]
+
+        def one(xs):
+            it = iter(xs)
+            full = [next(it) if a == 0 else x for x, a in zip(leaves, axes, strict=True)]
+            return fn(*jax.tree.unflatten(treedef, full))
+
+        out = jax.lax.map(one, per_seed)
+        out_leaf_axes = _axes_of_leaves(out_axes, out)
+        return jax.tree.map(lambda x, a: x if a == 0 else x[0], out, out_leaf_axes)
+
+    return mapped
 
 
 def evaluate_greedy(
@@ -670,6 +725,13 @@ def _train(config, fns, wall, *, progress, on_chunk, devices) -> TrainResult:
     policy = fns.agent.policy
     if progress:
         bar.write(policy.describe())
+        if config.num_seeds > 1:
+            loop, conv = resolve_seed_loop(config)
+            how = "batched (vmap)" if loop == "vmap" else "one after another (lax.map)"
+            conv_note = (
+                f", Nature torso conv_impl {conv}" if config.network.kind == "nature" else ""
+            )
+            bar.write(f"seeds: {config.num_seeds} {how}{conv_note}")
     fallback_at: list[int] = []
 
     def _record(chunk_index: int, metrics: ChunkMetrics, env_steps: int) -> None:

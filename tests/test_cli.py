@@ -22,9 +22,11 @@ TINY = [
 
 def test_cli_train_writes_summary(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["train", "--preset", "cartpole", "--seeds", "2", "--out", str(out), *TINY])
+    args = ["--seeds", "2", "--eval-epsilon", "0.5", "--seed-loop", "map", "--out", str(out)]
+    code = main(["train", "--preset", "cartpole", *args, *TINY])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["eval_epsilon"] == 0.5 and summary["config"]["seed_loop"] == "map"
     assert summary["env"] == "CartPole-v1"
     assert summary["env_steps_per_seed"] == 1200
     assert len(summary["seeds"]) == 2
@@ -191,6 +193,11 @@ def test_cli_train_with_bf16_prints_policy_and_records_scale(tmp_path, capsys):
     assert summary["fp32_fallback_env_steps"] is None
     history = json.loads((out / "history.json").read_text())
     assert history[-1]["loss_scale"] == [1.0] and history[-1]["fp32_fallback"] == [False]
+
+
+def test_cli_bad_seed_loop_names_field(capsys):
+    assert main(["train", "--seed-loop", "pmap", *TINY]) == 2
+    assert "TrainConfig.seed_loop='pmap'" in capsys.readouterr().err
 
 
 def test_cli_bad_precision_names_field(capsys):

@@ -176,6 +176,9 @@ def test_schedule_config_rejects(bad):
         pytest.param({"eval_episodes": -1}, r"TrainConfig\.eval_episodes=", id="eval_episodes-neg"),
         pytest.param({"eval_epsilon": 1.5}, r"TrainConfig\.eval_epsilon=.*\[0, 1\]", id="eval_eps"),
         pytest.param(
+            {"seed_loop": "pmap"}, r"TrainConfig\.seed_loop='pmap'.*'map'", id="seed_loop"
+        ),
+        pytest.param(
             {"updates_per_block": 0},
             r"TrainConfig\.updates_per_block=",
             id="updates_per_block-zero",

@@ -77,8 +77,9 @@ def test_nature_cnn_rejects_unfit_observations(shape, needle):
 
 @pytest.mark.parametrize("kernel, stride", [(8, 4), (4, 2), (3, 1)])
 def test_conv_impls_agree_on_values_and_grads(kernel, stride):
-    x = jax.random.normal(jax.random.key(0), (2, 21, 21, 3))
-    impls = ("patches", "conv", "conv_patches_grad")
+    # 21 x 22: the windows leave 0 or 1 rows/columns over, which get zero gradient
+    x = jax.random.normal(jax.random.key(0), (2, 21, 22, 3))
+    impls = ("patches", "conv", "conv_patches_grad", "conv_canonical_grads")
     convs = {impl: Conv(5, kernel, stride, impl=impl) for impl in impls}
     params = convs["conv"].init(jax.random.key(1), x)
     assert params["params"]["kernel"].shape == (kernel, kernel, 3, 5)
@@ -93,3 +94,32 @@ def test_conv_impls_agree_on_values_and_grads(kernel, stride):
         pairs = zip(jax.tree.leaves(grads["patches"]), jax.tree.leaves(grads[impl]), strict=True)
         for a, b in pairs:
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_cpu_auto_maps_nature_seeds_and_picks_canonical_grads():
+    from jaxrl_fast.config import TrainConfig
+    from jaxrl_fast.train import resolve_seed_loop
+
+    nature = TrainConfig().replace(network={"kind": "nature"}, num_seeds=2)
+    assert jax.default_backend() == "cpu"
+    assert resolve_seed_loop(nature) == ("map", "conv_canonical_grads")
+    assert resolve_seed_loop(nature.replace(num_seeds=1)) == ("vmap", "conv_canonical_grads")
+    assert resolve_seed_loop(nature.replace(seed_loop="vmap")) == ("vmap", "patches")
+    assert resolve_seed_loop(nature.replace(network={"conv_impl": "conv"}))[1] == "conv"
+    assert resolve_seed_loop(TrainConfig().replace(num_seeds=2))[0] == "vmap"  # MLP
+
+
+def test_canonical_grads_above_the_batch_limit_use_patches_for_the_kernel(monkeypatch):
+    from jaxrl_fast import networks
+
+    x = jax.random.normal(jax.random.key(0), (3, 21, 22, 2))
+    conv = Conv(4, 4, 2, impl="conv_canonical_grads")
+    params = conv.init(jax.random.key(1), x)
+    loss = lambda p, x: jnp.sum(jnp.sin(conv.apply(p, x)))  # noqa: E731
+    small = jax.grad(loss, argnums=(0, 1))(params, x)
+    assert "dot_general" not in str(jax.make_jaxpr(jax.grad(loss))(params, x))  # convs only
+    monkeypatch.setattr(networks, "CANONICAL_KERNEL_GRAD_MAX_BATCH", 2)  # batch 3 is above it
+    large = jax.grad(loss, argnums=(0, 1))(params, x)
+    assert "dot_general" in str(jax.make_jaxpr(jax.grad(loss))(params, x))  # patches x matmul
+    for a, b in zip(jax.tree.leaves(small), jax.tree.leaves(large), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import assert_learned_probe_chain, tiny_config
@@ -110,3 +111,36 @@ def test_fused_loop_learns_cartpole():
     cfg = presets.get("cartpole").replace(total_env_steps=100_000, num_seeds=1, eval_episodes=5)
     result = train(cfg, progress=False)
     assert result.final_return[0] >= 150.0, result.final_return
+
+
+def test_seed_map_matches_vmap_with_shared_leaves():
+    from typing import NamedTuple
+
+    from jaxrl_fast.train import _seed_map
+
+    class State(NamedTuple):
+        w: jax.Array  # per seed
+        count: jax.Array  # shared by the seeds
+
+    def fn(state, x, scale):
+        w = state.w * scale + jnp.sum(x)
+        return State(w, state.count + 1), {"norm": jnp.sum(w**2)}
+
+    state = State(jnp.arange(6.0).reshape(3, 2), jnp.array(7))
+    x = jnp.arange(12.0).reshape(3, 4)
+    axes = (State(0, None), 0, None)
+    out_axes = (State(0, None), 0)
+    want = jax.vmap(fn, in_axes=axes, out_axes=out_axes)(state, x, 2.0)
+    got = _seed_map(fn, axes, out_axes)(state, x, 2.0)
+    for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert got[0].count.shape == ()
+
+
+def test_seed_loop_map_agrees_with_vmap():
+    cfg = tiny_config(total_env_steps=400, num_chunks=1)
+    runs = {loop: train(cfg.replace(seed_loop=loop), progress=False) for loop in ("vmap", "map")}
+    a, b = (jax.tree.leaves(r.runner.seeds.agent.params) for r in runs.values())
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(runs["vmap"].final_return, runs["map"].final_return)
