@@ -169,6 +169,23 @@ def update_step(model: str, steps: int, repeats: int) -> dict:
 DEFAULT_KERNEL_GRAD_MAX_BATCH = networks.CANONICAL_KERNEL_GRAD_MAX_BATCH
 
 
+def _ms_per_update(progs: dict, repeats: int) -> dict:
+    """Milliseconds per update of each `_program` (a warm-up call, then `repeats` calls with
+    the programs interleaved); a program of 0 steps is one update outside a loop."""
+    times: dict = {k: [] for k in progs}
+    states = {k: p[1] for k, p in progs.items()}
+    for k, p in progs.items():  # warm-up call
+        states[k], _ = p[0](states[k], p[2])
+        jax.block_until_ready(states[k])
+    for _ in range(repeats):
+        for k, p in progs.items():
+            t = time.perf_counter()
+            states[k], losses = p[0](states[k], p[2])
+            jax.block_until_ready(losses)
+            times[k].append((time.perf_counter() - t) / losses.shape[0] * 1e3)
+    return times
+
+
 def kernel_grad_by_batch(repeats: int, batches=(32, 64, 128, 256)) -> dict:
     """conv_canonical_grads' kernel gradient as a convolution vs as patches x matmul, inside
     a jitted scan, per batch size: what `networks.CANONICAL_KERNEL_GRAD_MAX_BATCH` is set by."""
@@ -180,18 +197,7 @@ def kernel_grad_by_batch(repeats: int, batches=(32, 64, 128, 256)) -> dict:
             steps = 2 if b > 64 else 5
             progs[(b, how)] = _program(model, "fp32", steps, "conv_canonical_grads", batch=b)
     networks.CANONICAL_KERNEL_GRAD_MAX_BATCH = DEFAULT_KERNEL_GRAD_MAX_BATCH
-    times: dict = {k: [] for k in progs}
-    states = {k: p[1] for k, p in progs.items()}
-    for k, p in progs.items():  # warm-up call
-        states[k], _ = p[0](states[k], p[2])
-        jax.block_until_ready(states[k])
-    for _ in range(repeats):
-        for k, p in progs.items():
-            steps = p[2].action.shape[0]
-            t = time.perf_counter()
-            states[k], losses = p[0](states[k], p[2])
-            jax.block_until_ready(losses)
-            times[k].append((time.perf_counter() - t) / steps * 1e3)
+    times = _ms_per_update(progs, repeats)
     rows = [
         {"batch": b, "kernel_grad": how, "ms_per_update_median": statistics.median(ts)}
         for (b, how), ts in times.items()
@@ -207,17 +213,7 @@ def conv_in_loop(repeats: int) -> dict:
         for impl in ("conv", "patches", "conv_patches_grad", "conv_canonical_grads")
         for steps in (0, 5)
     }
-    times: dict = {k: [] for k in progs}
-    states = {k: p[1] for k, p in progs.items()}
-    for k, p in progs.items():  # warm-up call
-        states[k], _ = p[0](states[k], p[2])
-        jax.block_until_ready(states[k])
-    for _ in range(repeats):
-        for k, p in progs.items():
-            t = time.perf_counter()
-            states[k], losses = p[0](states[k], p[2])
-            jax.block_until_ready(losses)
-            times[k].append((time.perf_counter() - t) / max(k[1], 1) * 1e3)
+    times = _ms_per_update(progs, repeats)
     for (impl, steps), ts in times.items():
         rows.append(
             {

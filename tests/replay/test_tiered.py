@@ -42,16 +42,14 @@ def _config(**changes):
     return ReplayConfig(**{**base, **changes})
 
 
-def _run(buf, steps=STEPS):
-    """Add `steps` steps whose obs encodes (seed, step, env); sample+update each step; sync every
-    SYNC steps. Returns the final state and per-step (committed, spilled, batch)."""
+def _drive(buf, xs, transition_of, record):
+    """Scan over `xs`: each step adds `transition_of(x) -> (t, Transition [S, E])` for all
+    seeds, samples and updates one batch per seed, and syncs every SYNC steps. Returns the
+    final state and per-step `record(state, batch)`."""
     axes = buf.seed_axes
-    ex = _example()
 
-    def step(state, t):
-        obs = 1000.0 * jnp.arange(S)[:, None, None] + t + 0.1 * jnp.arange(E)[None, :, None]
-        tr = jax.tree.map(lambda x: jnp.broadcast_to(x, (S, *x.shape)), ex)
-        tr = tr._replace(obs=obs, action=jnp.full((S, E), t, jnp.int32))
+    def step(state, x):
+        t, tr = transition_of(x)
         state = jax.vmap(buf.add, in_axes=(axes, 0), out_axes=axes)(state, tr)
 
         def learn(st, key):
@@ -61,10 +59,26 @@ def _run(buf, steps=STEPS):
         keys = jax.random.split(jax.random.key(t), S)
         state, batch = jax.vmap(learn, in_axes=(axes, 0), out_axes=(axes, 0))(state, keys)
         state = jax.lax.cond(t % SYNC == SYNC - 1, buf.host_sync, lambda s: s, state)
-        return state, (state.l3.committed, state.l3.spilled, batch)
+        return state, record(state, batch)
 
     state = jax.vmap(lambda _: buf.init(), out_axes=axes)(jnp.arange(S))
-    return jax.jit(lambda s: jax.lax.scan(step, s, jnp.arange(steps)))(state)
+    return jax.jit(lambda s: jax.lax.scan(step, s, xs))(state)
+
+
+def _run(buf, steps=STEPS):
+    """Add `steps` steps whose obs encodes (seed, step, env); sample+update each step; sync every
+    SYNC steps. Returns the final state and per-step (committed, spilled, batch)."""
+    ex = _example()
+
+    def transition_of(t):
+        obs = 1000.0 * jnp.arange(S)[:, None, None] + t + 0.1 * jnp.arange(E)[None, :, None]
+        tr = jax.tree.map(lambda x: jnp.broadcast_to(x, (S, *x.shape)), ex)
+        return t, tr._replace(obs=obs, action=jnp.full((S, E), t, jnp.int32))
+
+    def record(state, batch):
+        return state.l3.committed, state.l3.spilled, batch
+
+    return _drive(buf, jnp.arange(steps), transition_of, record)
 
 
 @pytest.fixture(scope="module")
@@ -203,27 +217,15 @@ def test_frame_dedup_l3_rebuilds_stacks_bitwise(kind, tmp_path):
         cfg, example, num_seeds=S, sync_every=SYNC, updates_per_sync=SYNC, frame_stack=k
     )
     assert buf.layout.block == 10 and buf.store.arrays["obs"].shape == (S, t3, E, *frame)
-    axes = buf.seed_axes
 
-    def step(state, inputs):
+    def transition_of(inputs):
         t, obs = inputs
         action = t * E + jnp.arange(E, dtype=jnp.int32)  # encodes (step, env)
         tr = jax.tree.map(lambda x: jnp.broadcast_to(x, (S, *x.shape)), example)
-        tr = tr._replace(obs=obs, action=jnp.broadcast_to(action, (S, E)))
-        state = jax.vmap(buf.add, in_axes=(axes, 0), out_axes=axes)(state, tr)
+        return t, tr._replace(obs=obs, action=jnp.broadcast_to(action, (S, E)))
 
-        def learn(st, key):
-            b = buf.sample(st, key)
-            return buf.update_priorities(st, b.index, jnp.zeros(b.index.shape)), b
-
-        keys = jax.random.split(jax.random.key(t), S)
-        state, batch = jax.vmap(learn, in_axes=(axes, 0), out_axes=(axes, 0))(state, keys)
-        state = jax.lax.cond(t % SYNC == SYNC - 1, buf.host_sync, lambda s: s, state)
-        return state, batch
-
-    init = jax.vmap(lambda _: buf.init(), out_axes=axes)(jnp.arange(S))
     xs = (jnp.arange(steps), jnp.asarray(streams.swapaxes(0, 1)))
-    state, batch = jax.jit(lambda s: jax.lax.scan(step, s, xs))(init)
+    state, batch = _drive(buf, xs, transition_of, lambda state, batch: batch)
     buf.store.close()
     assert int(np.asarray(state.ring.stack_mismatches).sum()) == 0
     index, action, w = (np.asarray(x) for x in (batch.index, batch.action, batch.weight))
