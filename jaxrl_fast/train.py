@@ -244,6 +244,35 @@ def make_train(
         replay = buffer.update_priorities(seed.replay, batch.index, td)
         return seed._replace(agent=agent_state, replay=replay, key=key), m
 
+    def _learn_pool(seeds: SeedState, fp32: Array):
+        """One gradient step of every seed (pool path): sampling and priority updates are
+        vmapped over the seeds (replay never passes through a `lax.map`, whose outputs would
+        copy each seed's ring), the update itself runs as `seed_loop` says."""
+        split = jax.vmap(jax.random.split)(seeds.key)
+        keys, key_sample = split[:, 0], split[:, 1]
+        batch = _vmap(buffer.sample, (buffer.seed_axes, 0), 0)(seeds.replay, key_sample)
+        agent_state, td, m = _seeds(agent.update, (0, 0, None), (0, 0, 0))(
+            seeds.agent, batch, fp32
+        )
+        replay = _vmap(buffer.update_priorities, (buffer.seed_axes, 0, 0), buffer.seed_axes)(
+            seeds.replay, batch.index, td
+        )
+        return seeds._replace(agent=agent_state, replay=replay, key=keys), m
+
+    def _learn_all_pooled(seeds: SeedState, block: Array, fp32: Array):
+        """`_seed_learn` for every seed at once, on the pool path."""
+        if config.updates_per_block == 1:
+            seeds, m = _learn_pool(seeds, fp32)
+        else:
+            seeds, m = jax.lax.scan(
+                lambda s, _: _learn_pool(s, fp32), seeds, None, length=config.updates_per_block
+            )
+            m = jax.tree.map(lambda x: jnp.sum(x, axis=0), m)
+        agent_state = jax.lax.cond(
+            (block + 1) % period == 0, jax.vmap(agent.update_target), lambda a: a, seeds.agent
+        )
+        return seeds._replace(agent=agent_state), m
+
     def _seed_block(seed: SeedState, block: Array, epsilons: Array, fp32: Array):
         seed, stats = jax.lax.scan(lambda s, e: _collect(s, e, fp32), seed, epsilons)
         stats = jax.tree.map(jnp.sum, stats)
@@ -307,9 +336,7 @@ def make_train(
                 lambda s, e: _collect_all(s, e, fp32), runner.seeds, epsilons
             )
             stats = jax.tree.map(lambda x: jnp.sum(x, axis=0), stats)
-            seeds, m = _seeds(_seed_learn, (seed_axes, None, None), (seed_axes, 0))(
-                seeds, runner.block, fp32
-            )
+            seeds, m = _learn_all_pooled(seeds, runner.block, fp32)
         else:
             seeds, (stats, m) = _seeds(_seed_block, (seed_axes, None, None, None), (seed_axes, 0))(
                 runner.seeds, runner.block, epsilons, fp32

@@ -171,6 +171,23 @@ def test_fused_pong_with_l3_spills_and_samples_one_frame_rows():
     assert all(np.all(np.isfinite(h["loss"])) for h in result.history)
 
 
+def test_pool_seeds_mapped_or_vmapped_agree():
+    """The pool path's seed loop: one seed after another (lax.map, CPU's default for the Nature
+    CNN) or batched (vmap) take the same actions and reach the same parameters."""
+    runs = [
+        train(
+            _pong_config(seed_loop=loop, network=dict(conv_impl="conv_canonical_grads")),
+            progress=False,
+        )
+        for loop in ("vmap", "map")
+    ]
+    a, b = (r.runner.seeds for r in runs)
+    np.testing.assert_array_equal(a.replay.ring.action, b.replay.ring.action)
+    for x, y in zip(jax.tree.leaves(a.agent.params), jax.tree.leaves(b.agent.params), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+    assert np.all(np.asarray(a.agent.grad_steps) > 0)
+
+
 def test_pool_env_with_wrong_size_is_a_clear_error():
     from jaxrl_fast.train import make_train
 
