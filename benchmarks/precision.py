@@ -59,7 +59,7 @@ from jaxrl_fast.config import DQNConfig, NetworkConfig, PrecisionConfig  # noqa:
 from jaxrl_fast.dqn import make_agent  # noqa: E402
 from jaxrl_fast.envs.base import EnvSpec  # noqa: E402
 from jaxrl_fast.networks import QNetwork  # noqa: E402
-from jaxrl_fast.precision import resolve_policy  # noqa: E402
+from jaxrl_fast.precision import resolve_precision  # noqa: E402
 from jaxrl_fast.train import train  # noqa: E402
 from jaxrl_fast.types import Batch  # noqa: E402
 
@@ -106,9 +106,9 @@ def _program(
     net_cfg, shape, dtype, actions, b = MODELS[model]
     b = batch or b
     spec = EnvSpec("bench", shape, dtype, actions, 1, 1000)
-    policy = resolve_policy(PrecisionConfig(compute=compute))
-    net = QNetwork.for_policy(net_cfg, spec, policy, conv_impl=conv_impl)
-    agent = make_agent(DQNConfig(), net, actions, policy=policy)
+    policy = resolve_precision(PrecisionConfig(compute=compute))
+    net = QNetwork.for_precision(net_cfg, spec, policy, conv_impl=conv_impl)
+    agent = make_agent(DQNConfig(), net, actions, precision=precision)
     state = agent.init(jax.random.key(0), jnp.zeros((1, *shape), dtype))
     # A different batch per step: with one loop-invariant batch XLA hoists work out of the loop
     # (e.g. the target net's forward pass), which flatters in-loop timings.

@@ -20,7 +20,9 @@ from jaxrl_fast.config import (
 from jaxrl_fast.envs import list_envs, make_env
 from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.replay import make_buffer
-from jaxrl_fast.train import TrainResult, make_train, train
+from jaxrl_fast.loop import make_train
+from jaxrl_fast.resolve import resolve
+from jaxrl_fast.train import TrainResult, train
 
 __version__ = "0.1.0"
 
@@ -39,5 +41,6 @@ __all__ = [
     "make_env",
     "make_train",
     "presets",
+    "resolve",
     "train",
 ]

@@ -4,9 +4,12 @@
 `dqn_jax.py`: a Python `for` loop over collect steps that calls a jitted `act` and a jitted
 `env.step`, copies each step to host memory, keeps the replay in host numpy arrays (observation
 and next observation stored explicitly), samples it with a numpy RNG, and calls a jitted
-gradient step. It runs the *same* algorithm as the fused loop of `jaxrl_fast.train` with the
-same hyperparameters: the same env, network, optimiser and learning-rate schedule
-(`make_agent`), the same epsilon schedule (collect step `i` uses `epsilon(i * num_envs)`), and
+gradient step. It runs the *same* algorithm as the fused loop of `jaxrl_fast.loop` with the
+same hyperparameters, from the same functions: the same env, network, optimiser and
+learning-rate schedule (`make_agent`), the same keys (`seeds.train_keys`, `seeds.eval_keys`), the
+same epsilon (`Schedules.collect_epsilon`), the same precision policy and conv choice
+(`resolve_precision`, `seeds.resolve_choices` for an unfused loop), the same evaluation
+(`evaluate.make_evaluate`), and
 the same schedule shape (`learning_starts // num_envs` prefill steps, then blocks of
 `train_frequency // num_envs` collect steps followed by `updates_per_block` updates, with a
 target update after every `target_period_blocks`-th block). Only one seed is trained.
@@ -22,19 +25,22 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import tqdm
 
+from jaxrl_fast import seeds
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.dqn import AgentState, make_agent
-from jaxrl_fast.envs import Env, make_env
+from jaxrl_fast.envs import Env
+from jaxrl_fast.envs.host import HostEnv, make_host_env
+from jaxrl_fast.evaluate import make_evaluate
 from jaxrl_fast.networks import QNetwork
-from jaxrl_fast.precision import resolve_policy
+from jaxrl_fast.precision import resolve_precision
 from jaxrl_fast.schedules import make_schedules
-from jaxrl_fast.train import evaluate_greedy
 from jaxrl_fast.types import Array, Batch, PRNGKey
 
 __all__ = ["BaselineResult", "HostReplay", "baseline_blocks", "train_unfused"]
@@ -162,10 +168,12 @@ class BaselineResult:
       compile_time_s: seconds compiling every jitted function (done once, before timing).
       run_time_s: seconds of the training loop (env reset, prefill and blocks), compile excluded.
       prefill_time_s: the part of `run_time_s` spent before the first update.
-      eval_time_s: seconds running the final greedy evaluation.
+      eval_time_s: seconds running the final evaluation.
       wall_time_s: the whole call.
       episode_returns: returns of the training episodes that ended, in order of completion.
-      final_return: mean greedy return over `config.eval_episodes` episodes (NaN if 0).
+      final_return: mean evaluation return over `config.eval_episodes` episodes (greedy, or
+        epsilon-greedy with `eval_epsilon`; NaN if 0), played by `evaluate.make_evaluate`.
+      replay: the final host replay (its rows hold the transitions collected, in order).
     """
 
     config: TrainConfig
@@ -178,6 +186,7 @@ class BaselineResult:
     wall_time_s: float
     episode_returns: list[float]
     final_return: float
+    replay: HostReplay | None = None
 
     @property
     def params(self):
@@ -287,103 +296,10 @@ def train_unfused(
     """
     wall = time.perf_counter()
     num_blocks = baseline_blocks(config, max_env_steps)
-    host_pool = None
-    if env is None and config.env.is_envpool:
-        # The conventional Atari loop steps envpool through its ordinary Python API.
-        from jaxrl_fast.envs.envpool_env import HostPool
-
-        host_pool = HostPool(
-            config.env.name, config.env.num_envs, config.env.atari, seed=config.seed
-        )
-    env = env or host_pool or make_env(config.env.name, config.env.num_envs)
-    spec = env.spec
-    if spec.num_envs != config.env.num_envs:
-        raise ValueError(
-            f"EnvConfig.num_envs={config.env.num_envs} does not match the env given "
-            f"({spec.num_envs} envs)."
-        )
-    n = spec.num_envs
-    schedules = make_schedules(config)
-    policy = resolve_policy(config.precision)  # the same precision policy as `train`
-    # A conventional loop calls each update on its own, where XLA:CPU's plain convolutions are
-    # fastest (the fused loop's "auto" choice targets convolutions inside a loop).
-    conv_impl = "conv" if config.network.conv_impl == "auto" else config.network.conv_impl
-    network = QNetwork.for_policy(config.network, spec, policy, conv_impl=conv_impl)
-    agent = make_agent(
-        config.dqn,
-        network,
-        spec.num_actions,
-        learning_rate=schedules.learning_rate,
-        policy=policy,
-    )
-    seed_key = jax.random.split(jax.random.key(config.seed), config.num_seeds)[0]
-    eval_key = jax.random.fold_in(jax.random.key(config.seed), 1)
-
-    # ---- the jitted pieces a conventional loop calls from Python -----------------------------
-    def _reset(key: PRNGKey):
-        key, key_env, key_net = jax.random.split(key, 3)
-        env_state, obs = env.reset(key_env)
-        return key, env_state, obs, agent.init(key_net, obs)
-
-    def _act(agent_state: AgentState, key: PRNGKey, obs: Array, collect_index: Array):
-        # Same key use and epsilon as the fused loop's collect step.
-        key, key_act, key_env = jax.random.split(key, 3)
-        epsilon = schedules.epsilon(collect_index * n).astype(jnp.float32)
-        return key, key_env, agent.act(agent_state, key_act, obs, epsilon)
-
-    def _evaluate(agent_state: AgentState, key: PRNGKey) -> Array:
-        agents = jax.tree.map(lambda x: x[None], agent_state)  # evaluate_greedy wants [S]
-        return evaluate_greedy(config, agents, key, agent=agent)[0]
-
-    # Compile everything once, before timing (as `train` does), against abstract inputs.
     t = time.perf_counter()
-    index_a = jax.ShapeDtypeStruct((), jnp.int32)
-    if host_pool is None:
-        reset = jax.jit(_reset).lower(seed_key).compile()
-        _, env_state_a, obs_a, agent_a = jax.eval_shape(_reset, seed_key)
-        act = jax.jit(_act).lower(agent_a, seed_key, obs_a, index_a).compile()
-        _, _, action_a = jax.eval_shape(_act, agent_a, seed_key, obs_a, index_a)
-        step = jax.jit(env.step).lower(seed_key, env_state_a, action_a).compile()
-    else:
-
-        def _reset_agent(key: PRNGKey, obs: Array):
-            key, _, key_net = jax.random.split(key, 3)
-            return key, agent.init(key_net, obs)
-
-        obs_a = jax.ShapeDtypeStruct((n, *spec.obs_shape), spec.obs_dtype)
-        reset_agent = jax.jit(_reset_agent).lower(seed_key, obs_a).compile()
-        _, agent_a = jax.eval_shape(_reset_agent, seed_key, obs_a)
-        act = jax.jit(_act).lower(agent_a, seed_key, obs_a, index_a).compile()
-
-        def reset(key):
-            obs = host_pool.reset()
-            key, agent_state = reset_agent(key, obs)
-            return key, None, obs, agent_state
-
-        def step(key, env_state, action):
-            return host_pool.step(np.asarray(action))
-
-    obs_shape, obs_dtype = tuple(obs_a.shape[1:]), np.dtype(obs_a.dtype)
-    b = config.replay.batch_size
-    sds = jax.ShapeDtypeStruct
-    batch_a = Batch(
-        obs=sds((b, *obs_shape), obs_dtype),
-        action=sds((b,), jnp.int32),
-        reward=sds((b,), jnp.float32),
-        discount=sds((b,), jnp.float32),
-        next_obs=sds((b, *obs_shape), obs_dtype),
-        weight=sds((b,), jnp.float32),
-        index=sds((b,), jnp.int32),
-    )
-    update = jax.jit(agent.update).lower(agent_a, batch_a).compile()
-    update_target = jax.jit(agent.update_target).lower(agent_a).compile()
-    evaluate = jax.jit(_evaluate).lower(agent_a, eval_key).compile()
+    parts = _compile_parts(config, env)  # compiled once, before timing (as `train` does)
     compile_time = time.perf_counter() - t
 
-    replay = HostReplay(
-        config.replay.capacity, obs_shape, obs_dtype, seed=config.seed, gamma=config.dqn.gamma
-    )
-    episode_returns: list[float] = []
     env_steps = config.learning_starts + num_blocks * config.train_frequency
     bar = tqdm.tqdm(
         total=env_steps,
@@ -393,17 +309,154 @@ def train_unfused(
         disable=not progress,
         dynamic_ncols=True,
     )
+    t = time.perf_counter()
+    loop = _Collector(config, parts)
+    for i in range(config.prefill_steps):
+        loop.collect(i)
+    prefill_time = time.perf_counter() - t
+    bar.update(config.learning_starts)
+
+    cpb, batch_size = config.collect_steps_per_block, config.replay.batch_size
+    for block in range(num_blocks):
+        first = config.prefill_steps + block * cpb
+        for i in range(first, first + cpb):
+            loop.collect(i)
+        # learn
+        for _ in range(config.updates_per_block):
+            loop.agent, _, _ = parts.update(loop.agent, loop.replay.sample(batch_size))
+        # target
+        if (block + 1) % config.target_period_blocks == 0:
+            loop.agent = parts.update_target(loop.agent)
+        if progress:
+            bar.update(config.train_frequency)
+            if loop.episode_returns and block % 50 == 0:
+                recent = np.mean(loop.episode_returns[-20:])
+                bar.set_postfix_str(f"return={recent:.1f}", refresh=False)
+    jax.block_until_ready(loop.agent)
+    run_time = time.perf_counter() - t
+    bar.close()
 
     t = time.perf_counter()
-    key, env_state, obs, agent_state = reset(seed_key)
-    obs_host = np.asarray(obs)
+    final_return = float(parts.evaluate(loop.agent, seeds.eval_keys(config)[0]))
+    eval_time = time.perf_counter() - t
+    return BaselineResult(
+        config=config,
+        agent=loop.agent,
+        env_steps=env_steps,
+        compile_time_s=compile_time,
+        run_time_s=run_time,
+        prefill_time_s=prefill_time,
+        eval_time_s=eval_time,
+        wall_time_s=time.perf_counter() - wall,
+        episode_returns=loop.episode_returns,
+        final_return=final_return,
+        replay=loop.replay,
+    )
 
-    def collect(collect_index: int) -> None:
-        nonlocal key, env_state, obs, obs_host
+
+class _Parts(NamedTuple):
+    """The pieces a conventional loop calls from Python, each compiled once."""
+
+    env: HostEnv
+    reset: Callable  # key -> (key, key_env, key_net)
+    init: Callable  # (key_net, obs) -> AgentState
+    act: Callable  # (agent, key, obs, collect_index) -> (key, key_env, action)
+    update: Callable  # (agent, batch) -> (agent, td, metrics)
+    update_target: Callable
+    evaluate: Callable  # (agent, key) -> [] mean return
+
+
+def _compile_parts(config: TrainConfig, env: Env | None) -> _Parts:
+    """Build the agent from the functions the fused loop uses, and compile every piece."""
+    host_env = make_host_env(config.env, seed=config.seed, env=env)
+    spec = host_env.spec
+    if spec.num_envs != config.env.num_envs:
+        raise ValueError(
+            f"EnvConfig.num_envs={config.env.num_envs} does not match the env given "
+            f"({spec.num_envs} envs)."
+        )
+    schedules = make_schedules(config)
+    device = jax.local_devices()[0]
+    precision = resolve_precision(config.precision, device)  # the same policy as `train`
+    choices = seeds.resolve_choices(config, str(device.platform), fused=False)
+    network = QNetwork.for_precision(config.network, spec, precision, conv_impl=choices.conv_impl)
+    agent = make_agent(
+        config.dqn,
+        network,
+        spec.num_actions,
+        learning_rate=schedules.learning_rate,
+        precision=precision,
+    )
+    evaluate_one = make_evaluate(config, agent, num_seeds=1)
+
+    def _act(agent_state: AgentState, key: PRNGKey, obs: Array, collect_index: Array):
+        # the fused loop's collect step: the same key use and epsilon
+        key, key_act, key_env = jax.random.split(key, 3)
+        epsilon = schedules.collect_epsilon(collect_index)
+        return key, key_env, agent.act(agent_state, key_act, obs, epsilon)
+
+    def _evaluate(agent_state: AgentState, key: PRNGKey) -> Array:
+        one_seed = jax.tree.map(lambda x: x[None], (agent_state, key))  # a seed axis of 1
+        return evaluate_one(*one_seed)[0]
+
+    key = seeds.train_keys(config)[0]
+    sds = jax.ShapeDtypeStruct
+    obs = sds((spec.num_envs, *spec.obs_shape), spec.obs_dtype)
+    agent_a = jax.eval_shape(agent.init, key, obs)
+    b = config.replay.batch_size
+    floats = sds((b,), jnp.float32)
+    batch = Batch(
+        obs=sds((b, *spec.obs_shape), spec.obs_dtype),
+        action=sds((b,), jnp.int32),
+        reward=floats,
+        discount=floats,
+        next_obs=sds((b, *spec.obs_shape), spec.obs_dtype),
+        weight=floats,
+        index=sds((b,), jnp.int32),
+    )
+    split3 = lambda k: tuple(jax.random.split(k, 3))  # noqa: E731 - the fused init's split
+    return _Parts(
+        env=host_env,
+        reset=jax.jit(split3).lower(key).compile(),
+        init=jax.jit(agent.init).lower(key, obs).compile(),
+        act=jax.jit(_act).lower(agent_a, key, obs, sds((), jnp.int32)).compile(),
+        update=jax.jit(agent.update).lower(agent_a, batch).compile(),
+        update_target=jax.jit(agent.update_target).lower(agent_a).compile(),
+        evaluate=jax.jit(_evaluate).lower(agent_a, key).compile(),
+    )
+
+
+class _Collector:
+    """The conventional loop's state between Python steps: key, env state, observations (on
+    device and on the host), the agent, the host replay and the finished episodes' returns."""
+
+    def __init__(self, config: TrainConfig, parts: _Parts) -> None:
+        self.parts = parts
+        spec = parts.env.spec
+        self.replay = HostReplay(
+            config.replay.capacity,
+            tuple(spec.obs_shape),
+            np.dtype(spec.obs_dtype),
+            seed=config.seed,
+            gamma=config.dqn.gamma,
+        )
+        self.episode_returns: list[float] = []
+        # the fused loop's init: key, key_env, key_net = split(seed key, 3)
+        self.key, key_env, key_net = parts.reset(seeds.train_keys(config)[0])
+        self.env_state, self.obs = parts.env.reset(key_env)
+        self.agent = parts.init(key_net, self.obs)
+        self.obs_host = np.asarray(self.obs)
+
+    def collect(self, collect_index: int) -> None:
+        """One collect step: act, step the envs, copy to the host once, add to the replay."""
         # act
-        key, key_env, action = act(agent_state, key, obs, np.int32(collect_index))
+        self.key, key_env, action = self.parts.act(
+            self.agent, self.key, self.obs, np.int32(collect_index)
+        )
         # step envs
-        env_state, next_obs, reward, done, info = step(key_env, env_state, action)
+        self.env_state, next_obs, reward, done, info = self.parts.env.step(
+            key_env, self.env_state, action
+        )
         # to host: one copy of everything the replay and the statistics need
         a, next_host, r, d, terminated, reset_row, ep_return = jax.device_get(
             (
@@ -417,48 +470,7 @@ def train_unfused(
             )
         )
         # replay (reset-step rows are not transitions)
-        replay.add(obs_host, a, r, terminated, next_host, reset_row)
+        self.replay.add(self.obs_host, a, r, terminated, next_host, reset_row)
         if d.any():
-            episode_returns.extend(ep_return[d].tolist())
-        obs, obs_host = next_obs, next_host
-
-    for i in range(config.prefill_steps):
-        collect(i)
-    prefill_time = time.perf_counter() - t
-    bar.update(config.learning_starts)
-
-    cpb = config.collect_steps_per_block
-    period = config.target_period_blocks
-    for block in range(num_blocks):
-        first = config.prefill_steps + block * cpb
-        for i in range(first, first + cpb):
-            collect(i)
-        # learn
-        for _ in range(config.updates_per_block):
-            agent_state, _, _ = update(agent_state, replay.sample(b))
-        # target
-        if (block + 1) % period == 0:
-            agent_state = update_target(agent_state)
-        if progress:
-            bar.update(config.train_frequency)
-            if episode_returns and block % 50 == 0:
-                bar.set_postfix_str(f"return={np.mean(episode_returns[-20:]):.1f}", refresh=False)
-    jax.block_until_ready(agent_state)
-    run_time = time.perf_counter() - t
-    bar.close()
-
-    t = time.perf_counter()
-    final_return = float(evaluate(agent_state, eval_key))
-    eval_time = time.perf_counter() - t
-    return BaselineResult(
-        config=config,
-        agent=agent_state,
-        env_steps=env_steps,
-        compile_time_s=compile_time,
-        run_time_s=run_time,
-        prefill_time_s=prefill_time,
-        eval_time_s=eval_time,
-        wall_time_s=time.perf_counter() - wall,
-        episode_returns=episode_returns,
-        final_return=final_return,
-    )
+            self.episode_returns.extend(ep_return[d].tolist())
+        self.obs, self.obs_host = next_obs, next_host

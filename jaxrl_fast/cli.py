@@ -91,12 +91,14 @@ def _train(args: argparse.Namespace) -> int:
         from jaxrl_fast import compile_cache
 
         compile_cache.enable()
-    from jaxrl_fast.envs import make_env
+    from jaxrl_fast.resolve import resolve
     from jaxrl_fast.train import train
 
     config = _build_config(args)
-    # unknown env names (and a missing `atari` extra) fail here, before anything compiles
-    make_env(config.env.name, 1, atari=config.env.atari)
+    # unknown env names (and a missing `atari` extra) fail here, before anything compiles; the
+    # resolved run (env, precision, seed and conv choices, replay rows) is what `train` runs
+    run = resolve(config)
+    config = run.config
     if args.out is not None:
         os.makedirs(args.out, exist_ok=True)
         if not os.access(args.out, os.W_OK):
@@ -106,7 +108,7 @@ def _train(args: argparse.Namespace) -> int:
         f"seed(s) x {config.total_env_steps:,} env steps, {config.env.num_envs} envs per seed",
         flush=True,
     )
-    result = train(config, progress=not args.no_progress)
+    result = train(run, progress=not args.no_progress)
     summary = result.summary()
     print("\nseed   final eval return  last training return")
     for s in summary["seeds"]:
@@ -123,13 +125,8 @@ def _train(args: argparse.Namespace) -> int:
     if result.fp32_fallback_env_steps is not None:
         print(f"precision: switched to fp32 by env step {result.fp32_fallback_env_steps:,}")
     replay = result.history[-1].get("replay")
-    if replay:
-        hit = ", ".join(f"{100 * h:.1f}%" for h in replay["l2_hit_rate"])
-        print(
-            f"replay L3: {replay['blocks_spilled']} blocks spilled "
-            f"({replay['l3_bytes_written'] / 2**20:,.1f} MiB), {replay['l3_read_calls']} read "
-            f"calls, L3 holds {replay['l3_rows']:,} rows per seed; L2 hit rate (last chunk) {hit}"
-        )
+    if replay:  # the buffer's own counters, as it names them (last chunk)
+        print("replay: " + ", ".join(f"{k} {_fmt_value(v)}" for k, v in replay.items()))
     if args.out is not None:
         path = os.path.join(args.out, "summary.json")
         with open(path, "w") as f:
@@ -138,6 +135,15 @@ def _train(args: argparse.Namespace) -> int:
             json.dump(result.history, f)
         print(f"wrote {path}")
     return 0
+
+
+def _fmt_value(value) -> str:
+    """A counter for the summary line: numbers with thousands separators, lists per seed."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_fmt_value(v) for v in value) + "]"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.3g}"
+    return f"{int(value):,}" if isinstance(value, (int, float)) else str(value)
 
 
 def _plan(args: argparse.Namespace) -> int:

@@ -32,15 +32,24 @@ class AgentState:
     loss_scale: mp.LossScaleState  # scale, overflow counters, fp32 fallback flag
 
 
+class UpdateMetrics(NamedTuple):
+    """Scalar metrics of one gradient step (float32; all 0 for a skipped step)."""
+
+    loss: Array
+    q: Array  # mean Q of the taken actions over the batch's valid rows
+    abs_td: Array  # mean |TD error|, weighted by the batch weights
+    applied: Array  # 1.0 if the step was applied, 0.0 if skipped (non-finite gradients)
+
+
 class Agent(NamedTuple):
     """The agent's pure functions, built once by `make_agent`."""
 
     init: Callable[[PRNGKey, Array], AgentState]
     act: Callable[..., Array]
-    update: Callable[..., tuple[AgentState, Array, dict]]
+    update: Callable[..., tuple[AgentState, Array, UpdateMetrics]]
     update_target: Callable[[AgentState], AgentState]
     q_values: Callable[..., Array]
-    policy: mp.Policy
+    precision: mp.PrecisionPolicy
 
 
 def td_errors(q_tm1, a_tm1, r_t, discount_t, q_t_target, q_t_select=None):
@@ -80,36 +89,36 @@ def make_agent(
     num_actions: int,
     *,
     learning_rate=None,
-    policy: mp.Policy | None = None,
+    precision: mp.PrecisionPolicy | None = None,
 ) -> Agent:
     """Build the DQN agent's functions.
 
     Args:
       config: DQN settings.
       network: a module mapping `[B, *obs]` to `[B, A]` float32 Q-values, computing in the
-        policy's dtype (`QNetwork.for_policy`); with a fallback, `network.clone(dtype=float32)`
+        policy's dtype (`QNetwork.for_precision`); with a fallback, `network.clone(dtype=float32)`
         is the fp32 branch.
       num_actions: size of the action space.
       learning_rate: float or `grad_step -> lr` schedule; defaults to `config.learning_rate`.
-      policy: the resolved precision policy; default fp32 with no loss scale.
+      precision: the resolved precision policy; default fp32 with no loss scale.
 
     The functions that compute Q-values take an optional `fp32` flag (`[]` bool): compute in fp32
     instead of the policy's dtype. None uses the agent's own fallback flag. Under a seed `vmap`
     pass a flag shared by all seeds, so the switch stays a real branch (DESIGN §3).
     """
-    policy = policy or mp.Policy()
+    precision = precision or mp.PrecisionPolicy()
     tx = make_optimizer(config, config.learning_rate if learning_rate is None else learning_rate)
-    if policy.skip_nonfinite:
+    if precision.skip_nonfinite:
         tx = mp.skip_nonfinite(tx)
-    loss_scale = mp.make_loss_scale(policy)
-    network_fp32 = network.clone(dtype=jnp.float32) if policy.fallback else network
+    loss_scale = mp.make_loss_scale(precision)
+    network_fp32 = network.clone(dtype=jnp.float32) if precision.fallback else network
 
     def _use_fp32(agent: AgentState, fp32):
         return agent.loss_scale.fallback if fp32 is None else fp32
 
     def q_values(params: Params, obs: Array, fp32=False) -> Array:
         """`[B, A]` float32 Q-values, in the policy's dtype or (if `fp32`) in fp32."""
-        if not policy.fallback:
+        if not precision.fallback:
             return network.apply(params, obs)
         return jax.lax.cond(fp32, network_fp32.apply, network.apply, params, obs)
 
@@ -161,13 +170,15 @@ def make_agent(
 
     def _grads(agent: AgentState, batch: Batch, fp32):
         args = (agent.params, agent.target_params, batch)
-        if not policy.fallback:
+        if not precision.fallback:
             return grads_lowp(agent.loss_scale, *args)
         return jax.lax.cond(
             fp32, lambda: grads_fp32(*args), lambda: grads_lowp(agent.loss_scale, *args)
         )
 
-    def update(agent: AgentState, batch: Batch, fp32=None) -> tuple[AgentState, Array, dict]:
+    def update(
+        agent: AgentState, batch: Batch, fp32=None
+    ) -> tuple[AgentState, Array, UpdateMetrics]:
         """One gradient step. Returns the new state, `[B]` TD errors and scalar metrics.
 
         With a precision policy that skips non-finite steps, such a step leaves the parameters
@@ -178,18 +189,16 @@ def make_agent(
         updates, opt_state = tx.update(grads, agent.opt_state, agent.params)
         params = optax.apply_updates(agent.params, updates)
         scale_state = agent.loss_scale
-        metrics = {
-            "loss": loss,
-            "q": q_mean,
-            "abs_td": jnp.mean(jnp.abs(td) * batch.weight),
-        }
-        if policy.skip_nonfinite:
+        metrics = UpdateMetrics(
+            loss=loss,
+            q=q_mean,
+            abs_td=jnp.mean(jnp.abs(td) * batch.weight),
+            applied=jnp.ones((), jnp.float32),
+        )
+        if precision.skip_nonfinite:
             finite = mp.all_finite(grads)
             scale_state = loss_scale.adjust(scale_state, finite)
-            metrics = {k: jnp.where(finite, v, 0.0) for k, v in metrics.items()}
-            metrics["applied"] = finite.astype(jnp.float32)
-        else:
-            metrics["applied"] = jnp.ones((), jnp.float32)
+            metrics = jax.tree.map(lambda v: jnp.where(finite, v, 0.0), metrics)
         new = agent.replace(
             params=params,
             opt_state=opt_state,
@@ -211,5 +220,5 @@ def make_agent(
         update=update,
         update_target=update_target,
         q_values=q_values,
-        policy=policy,
+        precision=precision,
     )

@@ -284,10 +284,10 @@ class QNetwork(nn.Module):
         )
 
     @classmethod
-    def for_policy(
-        cls, config: NetworkConfig, spec: EnvSpec, policy: Any, **kwargs: Any
+    def for_precision(
+        cls, config: NetworkConfig, spec: EnvSpec, precision: Any, **kwargs: Any
     ) -> QNetwork:
-        """The network for a `precision.Policy`: its compute dtype, fp32 params, its matmul
+        """The network for a `precision.PrecisionPolicy`: its compute dtype, fp32 params, its matmul
         precision; `kwargs` override module attributes (e.g. `conv_impl`)."""
         from jaxrl_fast.precision import COMPUTE_DTYPES
 
@@ -295,9 +295,9 @@ class QNetwork(nn.Module):
             config,
             spec,
             **{
-                "dtype": COMPUTE_DTYPES[policy.compute],
+                "dtype": COMPUTE_DTYPES[precision.compute],
                 "param_dtype": jnp.float32,
-                "precision": policy.lax_precision,
+                "precision": precision.lax_precision,
                 **kwargs,
             },
         )

@@ -18,7 +18,7 @@ import jax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-SEED_AXIS = "seed"
+from jaxrl_fast.seeds import SEED_AXIS
 
 
 def use_cpu_cores(n: int | None = None) -> bool:

@@ -4,23 +4,25 @@ Parameters, optimiser state and the update stay fp32 ("master weights"); only th
 forward and backward passes run in the policy's compute dtype, and Q-values and the loss are
 fp32. The pieces:
 
-- `resolve_policy(config, device)` turns a `PrecisionConfig` into a `Policy`, choosing the compute
-  dtype per device for `compute="auto"`.
-- `make_loss_scale(policy)` gives the loss scale's pure functions over a `LossScaleState` that
+- `resolve_precision(config, device)` turns a `PrecisionConfig` into a `PrecisionPolicy`,
+  choosing the compute dtype per device for `compute="auto"`.
+- `make_loss_scale(precision)` gives the loss scale's pure functions over a `LossScaleState` that
   lives in the agent state: scale the loss, unscale the gradients in fp32, and `adjust` after
   each step (halve on overflow, double after `growth_interval` finite steps, count overflows
   and raise the fallback flag).
 - `skip_nonfinite(tx)` wraps an optax transformation so that a step with non-finite gradients
   leaves the optimiser state as it was and returns updates that leave the parameters bitwise
   unchanged; the loop needs no special case.
+- `shared_fallback(scales)` and `record_fallback(scales, flag)`: the one fp32-fallback flag that
+  all seeds of a program share (a per-seed flag under the seed vmap would run both branches).
 
 Examples:
   >>> import jax.numpy as jnp
   >>> from jaxrl_fast.config import PrecisionConfig
-  >>> policy = resolve_policy(PrecisionConfig(compute="fp16"))
-  >>> policy.compute, policy.loss_scale
+  >>> precision = resolve_precision(PrecisionConfig(compute="fp16"))
+  >>> precision.compute, precision.loss_scale
   ('fp16', 'dynamic')
-  >>> scale = make_loss_scale(policy)
+  >>> scale = make_loss_scale(precision)
   >>> state = scale.init()
   >>> float(state.scale)
   32768.0
@@ -51,7 +53,7 @@ BF16_FROM_COMPUTE_CAPABILITY = 8.0
 
 
 @dataclasses.dataclass(frozen=True)
-class Policy:
+class PrecisionPolicy:
     """A resolved precision policy.
 
     Attributes:
@@ -135,7 +137,7 @@ def auto_compute(device: Any) -> tuple[str, str]:
     return "fp32", f"auto: {platform} {kind!r} computes low precision in f32"
 
 
-def resolve_policy(config: PrecisionConfig, device: Any | None = None) -> Policy:
+def resolve_precision(config: PrecisionConfig, device: Any | None = None) -> PrecisionPolicy:
     """Resolve a `PrecisionConfig` for `device` (default: the first local device).
 
     `compute="auto"` is chosen by `auto_compute`; `loss_scale="auto"` is dynamic for fp16 and none
@@ -152,7 +154,7 @@ def resolve_policy(config: PrecisionConfig, device: Any | None = None) -> Policy
         kind, scale = "static", config.static_scale
     elif kind == "dynamic":
         scale = float(config.initial_scale)
-    return Policy(
+    return PrecisionPolicy(
         compute=compute,
         loss_scale=kind,
         scale=scale,
@@ -195,8 +197,8 @@ class LossScale(NamedTuple):
     adjust: Callable[[LossScaleState, Array], LossScaleState]
 
 
-def make_loss_scale(policy: Policy) -> LossScale:
-    """Build the loss-scale functions for `policy`.
+def make_loss_scale(precision: PrecisionPolicy) -> LossScale:
+    """Build the loss-scale functions for `precision`.
 
     `adjust(state, finite)` after a step:
       - finite: `good_steps + 1`; once it reaches `growth_interval` a dynamic scale doubles and
@@ -207,12 +209,12 @@ def make_loss_scale(policy: Policy) -> LossScale:
         within one window of `fallback_window` steps, or when a dynamic scale would fall below
         `min_scale`, if the policy allows a fallback.
     """
-    dynamic = policy.loss_scale == "dynamic"
+    dynamic = precision.loss_scale == "dynamic"
 
     def init() -> LossScaleState:
         zero = jnp.zeros((), jnp.int32)
         return LossScaleState(
-            scale=jnp.asarray(policy.scale, jnp.float32),
+            scale=jnp.asarray(precision.scale, jnp.float32),
             good_steps=zero,
             overflows=zero,
             window_steps=zero,
@@ -221,12 +223,12 @@ def make_loss_scale(policy: Policy) -> LossScale:
         )
 
     def scale(loss: Array, state: LossScaleState) -> Array:
-        if policy.loss_scale == "none":
+        if precision.loss_scale == "none":
             return loss
         return loss * state.scale.astype(loss.dtype)
 
     def unscale(grads: Any, state: LossScaleState) -> Any:
-        if policy.loss_scale == "none":
+        if precision.loss_scale == "none":
             return grads
         inv = 1.0 / state.scale
         return jax.tree.map(lambda g: (g.astype(jnp.float32) * inv).astype(g.dtype), grads)
@@ -236,31 +238,48 @@ def make_loss_scale(policy: Policy) -> LossScale:
         good = state.good_steps + 1
         scale, below_floor = state.scale, jnp.zeros((), bool)
         if dynamic:
-            grow = jnp.logical_and(finite, good >= policy.growth_interval)
+            grow = jnp.logical_and(finite, good >= precision.growth_interval)
             halved = state.scale * 0.5
-            below_floor = jnp.logical_and(overflow, halved < policy.min_scale)
+            below_floor = jnp.logical_and(overflow, halved < precision.min_scale)
             scale = jnp.where(
                 finite,
                 jnp.where(grow, state.scale * 2.0, state.scale),
-                jnp.maximum(halved, policy.min_scale),
+                jnp.maximum(halved, precision.min_scale),
             )
             good = jnp.where(jnp.logical_or(grow, overflow), 0, good)
         else:
             good = jnp.where(overflow, 0, good)
         overflows = state.overflows + overflow.astype(jnp.int32)
-        trigger = jnp.logical_or(overflows >= policy.fallback_overflows, below_floor)
+        trigger = jnp.logical_or(overflows >= precision.fallback_overflows, below_floor)
         window_steps = state.window_steps + 1
-        new_window = window_steps >= policy.fallback_window
+        new_window = window_steps >= precision.fallback_window
         return LossScaleState(
             scale=scale.astype(jnp.float32),
             good_steps=good.astype(jnp.int32),
             overflows=jnp.where(new_window, 0, overflows).astype(jnp.int32),
             window_steps=jnp.where(new_window, 0, window_steps).astype(jnp.int32),
             skipped=state.skipped + overflow.astype(jnp.int32),
-            fallback=jnp.logical_or(state.fallback, jnp.logical_and(policy.fallback, trigger)),
+            fallback=jnp.logical_or(state.fallback, jnp.logical_and(precision.fallback, trigger)),
         )
 
     return LossScale(init=init, scale=scale, unscale=unscale, adjust=adjust)
+
+
+def shared_fallback(scales: LossScaleState) -> Array:
+    """`[]` bool: the program computes in fp32, because any of its seeds fell back.
+
+    Seeds in one program switch together: a flag shared by all seeds keeps the switch a real
+    branch under the seed vmap, where a per-seed flag would run both branches.
+
+    Args:
+      scales: the seeds' `LossScaleState`s, leaves `[S]`.
+    """
+    return jnp.any(scales.fallback)
+
+
+def record_fallback(scales: LossScaleState, flag: Array) -> LossScaleState:
+    """Write the shared fallback `flag` (`[]` bool) into every seed's `LossScaleState` (`[S]`)."""
+    return scales._replace(fallback=jnp.broadcast_to(flag, scales.fallback.shape))
 
 
 def all_finite(tree: Any) -> Array:

@@ -9,7 +9,6 @@ import jax
 Array = jax.Array
 PRNGKey = jax.Array  # a typed key from `jax.random.key`
 Params = Any  # a flax parameter pytree
-Metrics = dict[str, Array]
 
 
 class Transition(NamedTuple):

@@ -33,7 +33,8 @@ compile_cache.enable(tempfile.mkdtemp(prefix="jaxrl_fast_test_xla_"))
 
 
 def assert_learned_probe_chain(result, cfg) -> None:
-    """Every seed's Q-network gives probe-chain's optimal Q-values (to 0.1)."""
+    """Every seed's Q-network gives probe-chain's optimal Q-values (to 0.01: a discount of 0.81
+    or 1.0 instead of gamma = 0.9 fails)."""
     import jax
     import numpy as np
 
@@ -45,7 +46,7 @@ def assert_learned_probe_chain(result, cfg) -> None:
     for s in range(cfg.num_seeds):
         params = jax.tree.map(lambda x, s=s: x[s], result.runner.seeds.agent.params)
         q = np.asarray(net.apply(params, np.eye(2, dtype=np.float32)))
-        np.testing.assert_allclose(q, [expected[0], expected[1]], atol=0.1)
+        np.testing.assert_allclose(q, [expected[0], expected[1]], atol=0.01)
 
 
 def stack_stream(steps, num_envs, starts, *, frame=(2, 3), k=4, seed=0):

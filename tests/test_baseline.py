@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from jaxrl_fast.baseline import HostReplay, baseline_blocks, train_unfused
-from jaxrl_fast.config import DQNConfig, EnvConfig, NetworkConfig, ReplayConfig, TrainConfig
+from jaxrl_fast.config import (
+    DQNConfig,
+    EnvConfig,
+    NetworkConfig,
+    ReplayConfig,
+    ScheduleConfig,
+    TrainConfig,
+)
 from jaxrl_fast.envs import make_env, optimal_q
 from jaxrl_fast.networks import QNetwork
 
@@ -45,7 +52,7 @@ def test_train_unfused_learns_probe_chain_optimal_q():
     q = np.asarray(network.apply(result.params, np.eye(2, dtype=np.float32)))
     expected = optimal_q("probe-chain", 0.9)
     for state, values in expected.items():
-        np.testing.assert_allclose(q[state], values, atol=0.1, err_msg=f"Q({state}, .)")
+        np.testing.assert_allclose(q[state], values, atol=0.01, err_msg=f"Q({state}, .)")
     assert result.final_return == pytest.approx(1.0)
 
 
@@ -164,3 +171,34 @@ def test_baseline_blocks_matches_config_without_limit():
     assert baseline_blocks(cfg) == cfg.num_blocks == 1900
     assert baseline_blocks(cfg, 408) == 2
     assert baseline_blocks(cfg, 8_000) == cfg.num_blocks
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 0.5], ids=["explore", "half-greedy"])
+def test_fused_and_unfused_loops_take_the_same_first_actions(epsilon):
+    """Both loops derive the same keys (`seeds.train_keys`), split them the same way and use
+    the same epsilon (`Schedules.collect_epsilon`). At epsilon 1 the first actions come from
+    the keys alone, so they are equal by construction; at epsilon 0.5 the explore draws are
+    equal and only a greedy action over a near-tie could differ (two programs), while keys used
+    differently would agree on about 2/3 of the actions."""
+    from jaxrl_fast.loop import make_train
+    from jaxrl_fast.seeds import train_keys
+
+    e, steps = 16, 6  # CartPole: no episode ends within 6 steps, so no row is dropped
+    cfg = TrainConfig(
+        env=EnvConfig(name="CartPole-v1", num_envs=e),
+        replay=ReplayConfig(capacity=2 * e * steps, batch_size=8),
+        schedule=ScheduleConfig(epsilon_start=epsilon, epsilon_end=epsilon),
+        total_env_steps=e * (steps + 1),
+        learning_starts=e * steps,
+        train_frequency=e,
+        dqn=DQNConfig(target_period=e),
+        eval_episodes=0,
+    )
+    fns = make_train(cfg)
+    runner = jax.jit(fns.init)(train_keys(cfg))
+    fused = np.asarray(runner.seeds.replay.ring.action[0, :steps])  # [steps, E], slot t = step t
+    unfused = train_unfused(cfg).replay.action[: steps * e].reshape(steps, e)
+    if epsilon == 1.0:
+        np.testing.assert_array_equal(fused, unfused)
+    else:
+        assert np.mean(fused == unfused) >= 0.95, np.mean(fused == unfused)

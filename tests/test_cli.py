@@ -31,7 +31,9 @@ def test_cli_train_writes_summary(tmp_path, capsys):
     assert summary["env_steps_per_seed"] == 1200
     assert len(summary["seeds"]) == 2
     for s in summary["seeds"]:
-        assert s["final_return"] is not None and s["final_return"] > 0
+        # CartPole pays 1 per step and no policy drops the pole in under 8 steps; an episode
+        # counted past its end (or never ended) would read 500
+        assert s["final_return"] is not None and 8 <= s["final_return"] < 500
     for key in ("wall_time_s", "compile_time_s", "run_time_s", "env_steps_per_s"):
         assert summary[key] > 0
     history = json.loads((out / "history.json").read_text())
@@ -167,7 +169,7 @@ def test_cli_train_with_l3_disk_reports_and_cleans_up(tmp_path, capsys):
     args += ["--spill-dir", str(spill), "--spill-block", "4096", "--out", str(tmp_path / "r")]
     assert main([*args, *TINY]) == 0
     printed = capsys.readouterr().out
-    assert "replay L3:" in printed and "L2 hit rate" in printed
+    assert "replay: " in printed and "l2_hit_rate" in printed  # the buffer's own counters
     history = json.loads((tmp_path / "r" / "history.json").read_text())
     rec = history[-1]["replay"]
     assert rec["blocks_spilled"] > 0 and rec["l3_read_calls"] > 0

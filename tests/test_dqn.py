@@ -152,7 +152,7 @@ def test_loss_per_item_by_hand(loss, delta, expected_loss):
     )
     _, td, metrics = agent.update(state, batch)
     np.testing.assert_allclose(td, [0.5, 3.0])
-    np.testing.assert_allclose(metrics["loss"], expected_loss, rtol=1e-6)
+    np.testing.assert_allclose(metrics.loss, expected_loss, rtol=1e-6)
 
 
 def test_weight_zero_rows_contribute_nothing():
@@ -175,13 +175,13 @@ def test_weight_zero_rows_contribute_nothing():
     big = _batch(**{k: kept[k] + junk[k] for k in kept}, weight=[1.0, 1.0, 0.0, 0.0])
     new_small, _, m_small = agent.update(state, small)
     new_big, td_big, m_big = agent.update(state, big)
-    np.testing.assert_allclose(m_big["loss"], m_small["loss"], rtol=1e-6)
-    np.testing.assert_allclose(m_big["q"], m_small["q"], rtol=1e-6)
+    np.testing.assert_allclose(m_big.loss, m_small.loss, rtol=1e-6)
+    np.testing.assert_allclose(m_big.q, m_small.q, rtol=1e-6)
     np.testing.assert_allclose(_bias(new_big.params), _bias(new_small.params), rtol=1e-6)
     # td of the junk rows is still reported (for priorities), just not trained on.
     assert abs(float(td_big[2])) > 1e5
     # loss = mean over weighted rows: td = 1 + 0.5*2 - 0.5 = 1.5 and -2 - 1 = -3
-    np.testing.assert_allclose(m_small["loss"], (0.5 * 1.5**2 + 0.5 * 3.0**2) / 2, rtol=1e-6)
+    np.testing.assert_allclose(m_small.loss, (0.5 * 1.5**2 + 0.5 * 3.0**2) / 2, rtol=1e-6)
     assert int(new_big.grad_steps) == 1
 
 
@@ -196,7 +196,7 @@ def test_all_zero_weights_give_zero_loss_and_no_change():
         weight=[0.0],
     )
     new, _, metrics = agent.update(state, batch)
-    assert float(metrics["loss"]) == 0.0
+    assert float(metrics.loss) == 0.0
     np.testing.assert_array_equal(_bias(new.params), 0.0)
 
 

@@ -172,8 +172,12 @@ def test_fused_pong_with_l3_spills_and_samples_one_frame_rows():
 
 
 def test_pool_seeds_mapped_or_vmapped_agree():
-    """The pool path's seed loop: one seed after another (lax.map, CPU's default for the Nature
-    CNN) or batched (vmap) take the same actions and reach the same parameters."""
+    """The seed loop on a pool env: one seed after another (lax.map, CPU's default for the
+    Nature CNN) or batched (vmap). The two are different programs, so only what is equal by
+    construction is compared exactly: the first collect step's actions (epsilon is 1 there, so
+    they are drawn from the keys alone). Later greedy actions are argmaxes over Q-values that
+    float rounding may order differently (4 of 800 differed on an AVX-512 machine), so the
+    actions agree to a share and the parameters to a tolerance."""
     runs = [
         train(
             _pong_config(seed_loop=loop, network=dict(conv_impl="conv_canonical_grads")),
@@ -182,18 +186,29 @@ def test_pool_seeds_mapped_or_vmapped_agree():
         for loop in ("vmap", "map")
     ]
     a, b = (r.runner.seeds for r in runs)
-    np.testing.assert_array_equal(a.replay.ring.action, b.replay.ring.action)
-    for x, y in zip(jax.tree.leaves(a.agent.params), jax.tree.leaves(b.agent.params), strict=True):
-        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+    act_a, act_b = np.asarray(a.replay.ring.action), np.asarray(b.replay.ring.action)
+    np.testing.assert_array_equal(act_a[:, 0], act_b[:, 0])  # ring slot t: collect step t
+    assert np.mean(act_a != act_b) <= 0.02, np.mean(act_a != act_b)
+    # parameters: the two runs' difference is small next to what training moved them by
+    from jaxrl_fast.loop import make_train
+    from jaxrl_fast.seeds import train_keys
+
+    cfg = runs[0].config
+    start = jax.jit(make_train(cfg).init)(train_keys(cfg)).seeds.agent.params
+    leaves = zip(*(jax.tree.leaves(p) for p in (start, a.agent.params, b.agent.params)))
+    for x0, x, y in leaves:
+        x0, x, y = np.asarray(x0), np.asarray(x), np.asarray(y)
+        moved = np.linalg.norm(x - x0)
+        assert moved > 0 and np.linalg.norm(x - y) <= 0.05 * moved, (moved, np.linalg.norm(x - y))
     assert np.all(np.asarray(a.agent.grad_steps) > 0)
 
 
 def test_pool_env_with_wrong_size_is_a_clear_error():
-    from jaxrl_fast.train import make_train
+    from jaxrl_fast.loop import make_train
 
     cfg = _pong_config()
     env = make_env("envpool:Pong-v5", 4)  # one seed's worth, but 2 seeds configured
-    with pytest.raises(ValueError, match=r"expected 8 = num_seeds x num_envs"):
+    with pytest.raises(ValueError, match=r"EnvConfig\.num_envs=4 .*num_seeds x num_envs"):
         make_train(cfg, env=env)
 
 

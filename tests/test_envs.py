@@ -7,7 +7,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_fast.envs import EnvSpec, list_envs, make_batched_env, make_env
+from jaxrl_fast.config import EnvConfig
+from jaxrl_fast.envs import (
+    EnvSpec,
+    list_envs,
+    make_batched_env,
+    make_env,
+    make_seeded,
+    make_seeded_env,
+)
 
 # --------------------------------------------------------------------------- names
 
@@ -28,11 +36,49 @@ def test_unknown_name_without_close_match_has_no_suggestion():
     assert "Did you mean" not in str(err.value)
 
 
-@pytest.mark.parametrize("name", ["Pendulum-v1", "MountainCarContinuous-v0", "MNISTBandit-bsuite"])
-def test_continuous_or_excluded_env_is_rejected(name):
-    pattern = rf"EnvConfig\.name='{name}' is not a gymnax discrete-action"
-    with pytest.raises(ValueError, match=pattern):
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("Pendulum-v1", "has a continuous action space"),
+        ("MountainCarContinuous-v0", "has a continuous action space"),
+        ("MNISTBandit-bsuite", "downloads data"),
+    ],
+)
+def test_continuous_or_excluded_env_is_rejected(name, why):
+    with pytest.raises(ValueError, match=rf"EnvConfig\.name='{name}' {why}.*Valid names: "):
         make_env(name)
+
+
+def test_bad_name_is_refused_without_building_any_env(monkeypatch):
+    """The did-you-mean list comes from a fixed list, not from constructing every gymnax env
+    (seconds): a bad name builds nothing."""
+    import gymnax
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("gymnax.make called while refusing a bad name")
+
+    monkeypatch.setattr(gymnax, "make", no_build)
+    for name in ("CartPol-v1", "Pendulum-v1", "MNISTBandit-bsuite"):
+        with pytest.raises(ValueError, match=r"Valid names: CartPole-v1"):
+            make_env(name)
+
+
+def test_fixed_discrete_list_matches_gymnax():
+    """`DISCRETE_ENVS` is exactly gymnax's registered envs with a discrete action space (all but
+    the excluded one, which would download data)."""
+    import gymnax
+    from gymnax.environments import spaces
+
+    from jaxrl_fast.envs.gymnax_env import DISCRETE_ENVS, EXCLUDED_ENVS
+
+    found = []
+    for name in gymnax.registered_envs:
+        if name in EXCLUDED_ENVS:
+            continue
+        env, params = gymnax.make(name)
+        if isinstance(env.action_space(params), spaces.Discrete):
+            found.append(name)
+    assert sorted(found) == sorted(DISCRETE_ENVS)
 
 
 def test_envpool_without_the_atari_extra_says_how_to_install(monkeypatch):
@@ -269,3 +315,33 @@ def test_envs_in_a_batch_are_independent():
     _, obs = env.reset(jax.random.key(0))
     obs = np.asarray(obs)
     assert len({tuple(row) for row in obs}) == 4
+
+
+# --------------------------------------------------------------------------- SeededEnv
+
+
+def test_seeded_env_steps_every_seed_as_its_own_env():
+    """A vmapped `SeededEnv` gives each seed what that seed's own env gives for its key."""
+    env = make_env("CartPole-v1", num_envs=3)
+    seeded = make_seeded_env(env, num_seeds=2)
+    assert seeded.spec.num_envs == 3 and seeded.state_axes == 0 and not seeded.single_device
+    keys = jax.random.split(jax.random.key(0), 2)
+    state, obs = seeded.reset(keys)
+    assert obs.shape == (2, 3, 4)
+    action = jnp.array([[0, 1, 1], [1, 0, 0]], jnp.int32)
+    state, obs2, reward, done, info = seeded.step(keys, state, action)
+    assert obs2.shape == (2, 3, 4) and reward.shape == done.shape == info["reset"].shape == (2, 3)
+    for s in range(2):
+        st, o = env.reset(keys[s])
+        np.testing.assert_allclose(obs[s], o, rtol=1e-6)
+        _, o2, r, d, _ = env.step(keys[s], st, action[s])
+        np.testing.assert_allclose(obs2[s], o2, rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(reward[s], r)
+    assert not np.allclose(obs[0], obs[1])  # the seeds' envs are different
+
+
+def test_make_seeded_builds_the_configured_envs():
+    seeded = make_seeded(EnvConfig(name="probe-chain", num_envs=5), num_seeds=3, num_envs=2)
+    assert seeded.num_seeds == 3 and seeded.spec.num_envs == 2
+    _, obs = seeded.reset(jax.random.split(jax.random.key(1), 3))
+    assert obs.shape == (3, 2, 2)

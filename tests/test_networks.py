@@ -96,19 +96,6 @@ def test_conv_impls_agree_on_values_and_grads(kernel, stride):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
-def test_cpu_auto_maps_nature_seeds_and_picks_canonical_grads():
-    from jaxrl_fast.config import TrainConfig
-    from jaxrl_fast.train import resolve_seed_loop
-
-    nature = TrainConfig().replace(network={"kind": "nature"}, num_seeds=2)
-    assert jax.default_backend() == "cpu"
-    assert resolve_seed_loop(nature) == ("map", "conv_canonical_grads")
-    assert resolve_seed_loop(nature.replace(num_seeds=1)) == ("vmap", "conv_canonical_grads")
-    assert resolve_seed_loop(nature.replace(seed_loop="vmap")) == ("vmap", "patches")
-    assert resolve_seed_loop(nature.replace(network={"conv_impl": "conv"}))[1] == "conv"
-    assert resolve_seed_loop(TrainConfig().replace(num_seeds=2))[0] == "vmap"  # MLP
-
-
 def test_canonical_grads_above_the_batch_limit_use_patches_for_the_kernel(monkeypatch):
     from jaxrl_fast import networks
 

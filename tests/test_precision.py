@@ -52,7 +52,7 @@ def test_precision_config_errors_name_the_field(field, value, needle):
 def test_static_scale_parses_value():
     assert PrecisionConfig(loss_scale="static:1024").static_scale == 1024.0
     assert PrecisionConfig(loss_scale="dynamic").static_scale is None
-    policy = mp.resolve_policy(PrecisionConfig(compute="fp16", loss_scale="static:128"))
+    policy = mp.resolve_precision(PrecisionConfig(compute="fp16", loss_scale="static:128"))
     assert (policy.loss_scale, policy.scale) == ("static", 128.0)
 
 
@@ -73,7 +73,7 @@ def _device(platform, kind, capability=None):
     ],
 )
 def test_auto_policy_per_device_kind(device, compute, loss_scale):
-    policy = mp.resolve_policy(PrecisionConfig(), device)
+    policy = mp.resolve_precision(PrecisionConfig(), device)
     assert (policy.compute, policy.loss_scale) == (compute, loss_scale)
     assert policy.fallback == (compute != "fp32")
     assert policy.skip_nonfinite == (compute != "fp32")
@@ -83,14 +83,14 @@ def test_auto_policy_per_device_kind(device, compute, loss_scale):
 def test_auto_policy_on_this_machine_cpu_is_fp32():
     if jax.local_devices()[0].platform != "cpu":
         pytest.skip("checks the CPU choice")
-    policy = mp.resolve_policy(PrecisionConfig())
+    policy = mp.resolve_precision(PrecisionConfig())
     assert policy.compute == "fp32" and not policy.skip_nonfinite
 
 
 def test_explicit_compute_overrides_auto_and_fp32_never_falls_back():
     t4 = _device("gpu", "Tesla T4", "7.5")
-    assert mp.resolve_policy(PrecisionConfig(compute="bf16"), t4).compute == "bf16"
-    fp32 = mp.resolve_policy(PrecisionConfig(compute="fp32", loss_scale="dynamic"), t4)
+    assert mp.resolve_precision(PrecisionConfig(compute="bf16"), t4).compute == "bf16"
+    fp32 = mp.resolve_precision(PrecisionConfig(compute="fp32", loss_scale="dynamic"), t4)
     assert fp32.fallback is False and fp32.skip_nonfinite and fp32.loss_scale == "dynamic"
 
 
@@ -98,7 +98,7 @@ def test_explicit_compute_overrides_auto_and_fp32_never_falls_back():
 def _policy(**kw):
     base = dict(compute="fp16", initial_scale=8.0, growth_interval=3, min_scale=2.0)
     base.update(kw)
-    return mp.resolve_policy(PrecisionConfig(**base))
+    return mp.resolve_precision(PrecisionConfig(**base))
 
 
 def _run(scale, state, finite_flags):
@@ -179,9 +179,9 @@ _SPEC = EnvSpec(
 
 
 def _agent(compute="fp16", **precision):
-    policy = mp.resolve_policy(PrecisionConfig(compute=compute, **precision))
-    net = QNetwork.for_policy(NetworkConfig(kind="mlp", hidden_sizes=(16,)), _SPEC, policy)
-    return make_agent(DQNConfig(learning_rate=1e-2), net, 2, policy=policy)
+    policy = mp.resolve_precision(PrecisionConfig(compute=compute, **precision))
+    net = QNetwork.for_precision(NetworkConfig(kind="mlp", hidden_sizes=(16,)), _SPEC, policy)
+    return make_agent(DQNConfig(learning_rate=1e-2), net, 2, precision=policy)
 
 
 def _batch(reward=1.0, b=8):
@@ -202,11 +202,11 @@ def test_nonfinite_gradient_leaves_agent_bitwise_unchanged():
     update = jax.jit(agent.update)
     state = agent.init(jax.random.key(0), jnp.zeros((1, 4)))
     state, _, m = update(state, _batch())  # one real step, so Adam's moments are non-zero
-    assert float(m["applied"]) == 1.0
+    assert float(m.applied) == 1.0
     new, td, m = update(state, _batch(reward=jnp.inf))
     assert _bits(new.params) == _bits(state.params)
     assert _bits(new.opt_state) == _bits(state.opt_state)
-    assert float(m["applied"]) == 0.0 and float(m["loss"]) == 0.0
+    assert float(m.applied) == 0.0 and float(m.loss) == 0.0
     assert not np.all(np.isfinite(td))
     assert float(new.loss_scale.scale) == float(state.loss_scale.scale) / 2
     assert int(new.loss_scale.skipped) == 1
@@ -222,7 +222,7 @@ def test_fallback_on_injected_overflows_then_updates_in_fp32():
     assert bool(state.loss_scale.fallback) and int(state.loss_scale.skipped) == 3
     # The next step computes in fp32: it equals an fp32 agent's step from the same state.
     new, _, m = update(state, _batch())
-    assert float(m["applied"]) == 1.0
+    assert float(m.applied) == 1.0
     fp32 = _agent(compute="fp32", loss_scale="dynamic")
     ref, _, _ = jax.jit(fp32.update)(state, _batch())
     for a, b in zip(jax.tree.leaves(new.params), jax.tree.leaves(ref.params), strict=True):
@@ -244,7 +244,7 @@ def test_fp16_underflow_without_scaling_recovered_by_dynamic_scale():
     none = mp.make_loss_scale(_policy(loss_scale="none"))
     (_, _), g_none = mp.scaled_value_and_grad(fn, none)(none.init(), params, x)
     assert np.all(np.asarray(g_none["w"]) == 0.0)  # underflowed
-    dyn = mp.make_loss_scale(mp.resolve_policy(PrecisionConfig(compute="fp16")))
+    dyn = mp.make_loss_scale(mp.resolve_precision(PrecisionConfig(compute="fp16")))
     (loss, _), g_dyn = mp.scaled_value_and_grad(fn, dyn)(dyn.init(), params, x)
     assert g_dyn["w"].dtype == jnp.float32
     np.testing.assert_allclose(g_dyn["w"], want, rtol=2e-3)
@@ -252,8 +252,8 @@ def test_fp16_underflow_without_scaling_recovered_by_dynamic_scale():
 
 
 def test_matmul_precision_reaches_every_dot():
-    policy = mp.resolve_policy(PrecisionConfig(compute="fp32", matmul_precision="highest"))
-    net = QNetwork.for_policy(NetworkConfig(kind="mlp", hidden_sizes=(8,)), _SPEC, policy)
+    policy = mp.resolve_precision(PrecisionConfig(compute="fp32", matmul_precision="highest"))
+    net = QNetwork.for_precision(NetworkConfig(kind="mlp", hidden_sizes=(8,)), _SPEC, policy)
     params = net.init(jax.random.key(0), jnp.zeros((1, 4)))
     jaxpr = jax.make_jaxpr(net.apply)(params, jnp.zeros((2, 4)))
     dots = [e for e in jaxpr.eqns if e.primitive.name == "dot_general"]
@@ -263,8 +263,8 @@ def test_matmul_precision_reaches_every_dot():
 
 @pytest.mark.parametrize("compute, dtype", [("bf16", jnp.bfloat16), ("fp16", jnp.float16)])
 def test_network_computes_in_policy_dtype_with_fp32_params_and_q(compute, dtype):
-    policy = mp.resolve_policy(PrecisionConfig(compute=compute))
-    net = QNetwork.for_policy(NetworkConfig(kind="mlp", hidden_sizes=(8,)), _SPEC, policy)
+    policy = mp.resolve_precision(PrecisionConfig(compute=compute))
+    net = QNetwork.for_precision(NetworkConfig(kind="mlp", hidden_sizes=(8,)), _SPEC, policy)
     params = net.init(jax.random.key(0), jnp.zeros((1, 4)))
     assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(params))
     jaxpr = jax.make_jaxpr(net.apply)(params, jnp.zeros((2, 4)))

@@ -1,4 +1,5 @@
-"""Environments: one functional `Env` interface over gymnax and probe envs."""
+"""Environments: one functional `Env` interface over gymnax, probe and envpool envs, and
+`SeededEnv`, the envs of all seeds at once (`envs/seeded.py`)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,20 @@ from jaxrl_fast.config import AtariConfig
 from jaxrl_fast.envs.base import Env, EnvSpec, EnvState, make_batched_env
 from jaxrl_fast.envs.gymnax_env import gymnax_discrete_envs, make_gymnax_env
 from jaxrl_fast.envs.probe import PROBE_ENVS, make_probe_env, optimal_q
+from jaxrl_fast.envs.seeded import SeededEnv, make_seeded, make_seeded_env
 
 __all__ = [
     "Env",
     "EnvSpec",
     "EnvState",
     "PROBE_ENVS",
+    "SeededEnv",
     "list_envs",
     "make_batched_env",
     "make_env",
+    "make_probe_env",
+    "make_seeded",
+    "make_seeded_env",
     "optimal_q",
 ]
 

@@ -14,7 +14,6 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxrl_fast.types import Array, PRNGKey
 
@@ -121,7 +120,3 @@ def make_batched_env(spec: EnvSpec, reset_one: SingleReset, step_one: SingleStep
 
     return Env(spec=spec, reset=reset, step=step)
 
-
-def dtype_name(dtype: Any) -> str:
-    """Return a printable dtype name."""
-    return np.dtype(dtype).name

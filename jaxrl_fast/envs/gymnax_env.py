@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -11,32 +10,58 @@ import jax.numpy as jnp
 from jaxrl_fast.envs.base import Env, EnvSpec, make_batched_env
 
 # gymnax ids with a discrete action space that run offline (MNISTBandit downloads MNIST at
-# construction, which this library never does).
-_EXCLUDED = {"MNISTBandit-bsuite"}
-
-
-@functools.lru_cache(maxsize=1)
-def _discrete_envs() -> tuple[str, ...]:
-    """Return the gymnax env ids with discrete actions that jaxrl_fast can train on."""
-    import gymnax
-    from gymnax.environments import spaces
-
-    names = []
-    for name in gymnax.registered_envs:
-        if name in _EXCLUDED:
-            continue
-        try:
-            env, params = gymnax.make(name)
-        except Exception:  # noqa: BLE001 - an env that cannot be built is not offered
-            continue
-        if isinstance(env.action_space(params), spaces.Discrete):
-            names.append(name)
-    return tuple(names)
+# construction, which this library never does). Listed rather than found by building every
+# gymnax env (seconds), so that a bad name is refused at once; a test checks the list against
+# gymnax's registry.
+DISCRETE_ENVS = (
+    "CartPole-v1",
+    "Acrobot-v1",
+    "MountainCar-v0",
+    "Asterix-MinAtar",
+    "Breakout-MinAtar",
+    "Freeway-MinAtar",
+    "Seaquest-MinAtar",
+    "SpaceInvaders-MinAtar",
+    "Catch-bsuite",
+    "DeepSea-bsuite",
+    "MemoryChain-bsuite",
+    "UmbrellaChain-bsuite",
+    "DiscountingChain-bsuite",
+    "SimpleBandit-bsuite",
+    "FourRooms-misc",
+    "MetaMaze-misc",
+    "BernoulliBandit-misc",
+    "GaussianBandit-misc",
+    "Pong-misc",
+    "FrozenLake-misc",
+)
+EXCLUDED_ENVS = ("MNISTBandit-bsuite",)
 
 
 def gymnax_discrete_envs() -> list[str]:
     """Return the gymnax env ids with discrete actions that jaxrl_fast can train on."""
-    return list(_discrete_envs())
+    import gymnax
+
+    return [name for name in DISCRETE_ENVS if name in gymnax.registered_envs]
+
+
+def _unknown(name: str) -> ValueError:
+    """The error for a name `make_gymnax_env` cannot build, with suggestions."""
+    import gymnax
+
+    valid = gymnax_discrete_envs()
+    if name in gymnax.registered_envs and name not in EXCLUDED_ENVS:
+        why = "has a continuous action space; DQN needs discrete actions."
+    elif name in EXCLUDED_ENVS:
+        why = "downloads data when built, which jaxrl_fast never does."
+    else:
+        close = difflib.get_close_matches(name, valid, n=3)
+        why = "is not a gymnax discrete-action env."
+        why += f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return ValueError(
+        f"EnvConfig.name={name!r} {why} Valid names: {', '.join(valid)} (and the probe envs "
+        f"'probe-bandit', 'probe-chain', and 'envpool:<Game>-v5' with the atari extra)."
+    )
 
 
 def make_gymnax_env(name: str, num_envs: int) -> Env:
@@ -55,19 +80,11 @@ def make_gymnax_env(name: str, num_envs: int) -> Env:
     import gymnax
     from gymnax.environments import spaces
 
-    # Cheap check first; the full list (which builds every gymnax env) only for the error.
-    ok = name in gymnax.registered_envs and name not in _EXCLUDED
-    if ok:
-        env, params = gymnax.make(name)
-        ok = isinstance(env.action_space(params), spaces.Discrete)
-    if not ok:
-        valid = gymnax_discrete_envs()
-        close = difflib.get_close_matches(name, valid, n=3)
-        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise ValueError(
-            f"EnvConfig.name={name!r} is not a gymnax discrete-action env.{hint} "
-            f"Valid names: {', '.join(valid)} (and the probe envs 'probe-bandit', 'probe-chain')."
-        )
+    if name not in DISCRETE_ENVS or name not in gymnax.registered_envs:
+        raise _unknown(name)
+    env, params = gymnax.make(name)
+    if not isinstance(env.action_space(params), spaces.Discrete):  # a gymnax change
+        raise _unknown(name)
     obs_space = env.observation_space(params)
     one_hot = isinstance(obs_space, spaces.Discrete)
     n_obs = obs_space.n if one_hot else None

@@ -1,9 +1,12 @@
-"""The `Buffer` interface: pure functions over a replay state pytree (flashbax's shape)."""
+"""The `Buffer` interface: pure functions over a replay state pytree (flashbax's shape), plus the
+host-side `report` and `close` that the shell calls between chunks. Nothing outside `replay/`
+needs to know which tiers a buffer has."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from jaxrl_fast.config import ReplayConfig
 from jaxrl_fast.types import Array, Batch, PRNGKey, Transition
 
 
@@ -11,9 +14,27 @@ def _identity(state: Any) -> Any:
     return state
 
 
-def _no_metrics(state: Any) -> dict:
+def _no_counters(state: Any) -> dict:
     del state
     return {}
+
+
+def _no_report(now: dict, before: dict | None = None) -> dict:
+    del now, before
+    return {}
+
+
+def _no_close() -> None:
+    return None
+
+
+def require_resolved_capacity(config: ReplayConfig) -> None:
+    """Raise a `ValueError` unless `config.capacity` is a number of rows (not a share)."""
+    if not isinstance(config.capacity, int):
+        raise ValueError(
+            f"ReplayConfig.capacity={config.capacity!r} must be resolved to a number of rows "
+            f"before building the buffer (jaxrl_fast.replay.sizing.resolve_capacity)."
+        )
 
 
 class Buffer(NamedTuple):
@@ -30,12 +51,23 @@ class Buffer(NamedTuple):
         leaves that all seeds share (cursors: seeds add in lockstep). Use it as the state's
         `in_axes`/`out_axes` when vmapping over seeds: a batched write cursor would turn each
         add into a scatter that copies the whole buffer.
-      host_sync: `(state with seeds stacked) -> state`, called by the loop once per iteration
-        at the top level of the scan body, outside the seed vmap; it holds the buffer's host
-        callbacks (L3), if any.
-      metrics: `(state with seeds stacked) -> dict` of cumulative counters.
-      store: the host-side L3 store (`replay.spill.HostStore`) or None; `close()` it when done.
-      layout: the L3 layout (`replay.tiered.L3Layout`) or None.
+      spill: `(state with seeds stacked) -> state`, called by the loop once per iteration at
+        the top level of the scan body, outside the seed vmap; it holds the buffer's host
+        callbacks (L3), if any. The identity without L3.
+      counters: `(state with seeds stacked) -> dict` of device arrays, cumulative (per seed
+        `[S]` or shared `[]`); `{}` without L3.
+      report: host side, `(counters_now, counters_before | None) -> dict` of python numbers
+        and lists of numbers (per seed): the counters, plus this interval's `l2_hit_rate`
+        computed from the differences. `{}` without L3. Print its items without knowing
+        their names.
+      close: `() -> None`, host side: stops the L3 reader and removes its spill files (unless
+        kept). A no-op without L3.
+      single_device: True when the host callbacks need all seeds on one device (L3 on: one
+        ordered callback stream per program).
+      store: DEPRECATED, temporary (until the loop uses `close` and `single_device`): the
+        L3 `spill.HostStore` or None. Use `replay.l3.make_l3` to hold the store.
+      layout: DEPRECATED, temporary: the `l3.L3Layout` or None. Use `replay.l3.make_l3` or
+        `replay.l3.plan_l3`.
     """
 
     init: Callable[[], Any]
@@ -44,7 +76,20 @@ class Buffer(NamedTuple):
     update_priorities: Callable[[Any, Array, Array], Any]
     can_sample: Callable[[Any], Array]
     seed_axes: Any = 0
-    host_sync: Callable[[Any], Any] = _identity
-    metrics: Callable[[Any], dict] = _no_metrics
+    spill: Callable[[Any], Any] = _identity
+    counters: Callable[[Any], dict] = _no_counters
+    report: Callable[[dict, dict | None], dict] = _no_report
+    close: Callable[[], None] = _no_close
+    single_device: bool = False
     store: Any = None
     layout: Any = None
+
+    @property
+    def host_sync(self) -> Callable[[Any], Any]:
+        """DEPRECATED, temporary alias of `spill`."""
+        return self.spill
+
+    @property
+    def metrics(self) -> Callable[[Any], dict]:
+        """DEPRECATED, temporary alias of `counters`."""
+        return self.counters

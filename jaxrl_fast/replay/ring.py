@@ -26,14 +26,13 @@ ring is full the `k - 1` oldest slots have lost their predecessors and are not s
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from jaxrl_fast.replay.layout import stored_fields
 from jaxrl_fast.types import Array, Batch, PRNGKey
 
 MAX_ROWS = 2**30  # flat row indices and sum-tree nodes (2 x rows) stay within int32
@@ -89,14 +88,6 @@ RING_SEED_AXES = RingState(
     last=0,
     stack_mismatches=0,
 )
-
-
-def row_bytes(obs_shape: tuple[int, ...], obs_dtype, frame_stack: int = 0) -> int:
-    """Device bytes of one L2 row: the observation once (with `frame_stack`, its newest frame
-    and a flag) plus action, reward, discount, offset and flag."""
-    shape = tuple(obs_shape)[:-1] if frame_stack else tuple(obs_shape)
-    obs = int(math.prod(shape)) * np.dtype(obs_dtype).itemsize + (1 if frame_stack else 0)
-    return obs + 4 + 4 + 4 + 1 + 1
 
 
 class Ring(NamedTuple):
@@ -160,22 +151,17 @@ def make_ring(
             f"expected at least {(n_step + k + 1) * num_envs} rows (n_step + {k + 1} slots of "
             f"num_envs={num_envs})."
         )
-    stored_shape = obs_shape[:-1] if k else obs_shape
+    fields = stored_fields(obs_shape, obs_dtype, k)
     # Once full, the k - 1 oldest slots have lost the frames their stacks need.
     lost = max(k - 1, 0)
 
     def init() -> RingState:
-        z = lambda dt: jnp.zeros((slots, num_envs), dt)  # noqa: E731
+        rows = {name: jnp.zeros((slots, num_envs, *s), dt) for name, (s, dt) in fields.items()}
+        rows["offset"] = jnp.ones_like(rows["offset"])  # a placeholder bootstraps one slot on
         return RingState(
-            obs=jnp.zeros((slots, num_envs, *stored_shape), obs_dtype),
-            action=z(jnp.int32),
-            reward=z(jnp.float32),
-            discount=z(jnp.float32),
-            offset=jnp.ones((slots, num_envs), jnp.int8),
-            valid=z(bool),
+            **rows,
             insert_pos=jnp.zeros((), jnp.int32),
             size=jnp.zeros((), jnp.int32),
-            fresh=z(bool) if k else None,
             last=jnp.zeros((num_envs, *obs_shape), obs_dtype) if k else None,
             stack_mismatches=jnp.zeros((), jnp.int32) if k else None,
         )

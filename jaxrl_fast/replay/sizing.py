@@ -2,10 +2,11 @@
 
 `ReplayConfig.capacity` may be a share of free device memory ("auto:0.3", or the presets
 "small" = 30%, "medium" = 50%, "large" = 70%; DESIGN §4). `resolve_capacity` turns it into the
-largest number of L2 rows that fits: per seed, the ring's rows (`ring.row_bytes` each, plus the
+largest number of L2 rows that fits: per seed, the ring's rows (`layout.row_bytes` each, plus the
 PER sampler's priorities when prioritised) and the L1 staging window must fit in
 `share x free memory / num_seeds`. `plan` reports the bytes of every tier (the `jaxrl-fast plan`
 command prints it). Nothing here compiles: the env's observation shape comes from its spec.
+Every byte count comes from `replay/layout.py`.
 
 Byte units follow SI for kB/MB/GB/TB (powers of 1000) and IEC for KiB/MiB/GiB/TiB (powers of
 1024), in `parse_bytes` and in the rendered plan.
@@ -23,30 +24,23 @@ from typing import Any
 import numpy as np
 
 from jaxrl_fast.config import TrainConfig, capacity_share
-from jaxrl_fast.replay import prioritised, sum_tree
-from jaxrl_fast.replay.ring import MAX_ROWS, row_bytes
-from jaxrl_fast.replay.tiered import plan_l3
+from jaxrl_fast.replay import prioritised
+from jaxrl_fast.replay.l3 import plan_l3
+from jaxrl_fast.replay.layout import (
+    dedup_stack,
+    naive_row_bytes,
+    obs_bytes,
+    prefetch_row_bytes,
+    priority_bytes,
+    row_bytes,
+    staging_bytes,
+)
+from jaxrl_fast.replay.ring import MAX_ROWS
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
+# kB, MB, GB, TB are powers of 1000; KiB, MiB, GiB, TiB powers of 1024 (case-insensitive).
+_UNITS = {"": 1, "b": 1} | {u + "b": 1000**i for i, u in enumerate("kmgt", 1)}
+_UNITS |= {u + "ib": 1024**i for i, u in enumerate("kmgt", 1)}
 _SIZE = re.compile(r"^\s*((?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
-# L1 holds raw `Transition`s: obs, int32 action, float32 reward, bools terminated/truncated/reset.
-_STEP_EXTRA_BYTES = 4 + 4 + 1 + 1 + 1
-# The conventional layout (baseline.py): obs, next_obs, int32 action, float32 reward, bool done.
-_NAIVE_EXTRA_BYTES = 4 + 4 + 1
-# An L3 prefetched row on device is a `Batch` row: obs, next_obs, action, reward, discount,
-# weight, index (4 bytes each but the observations).
-_BATCH_EXTRA_BYTES = 5 * 4
 
 
 def parse_bytes(size: str | int) -> int:
@@ -129,35 +123,6 @@ def available_memory(device: Any = None) -> tuple[int, str]:
     return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0)), f"{device} memory_stats"
 
 
-def priority_bytes(rows: int, sampler: str) -> int:
-    """Device bytes of the PER priorities over `rows` L2 rows.
-
-    Args:
-      rows: L2 rows of one seed.
-      sampler: "cumsum" (one float32 per row) or "sum_tree" (`2 x num_leaves(rows)` float32).
-
-    Examples:
-      >>> priority_bytes(1000, "cumsum"), priority_bytes(1000, "sum_tree")
-      (4000, 8192)
-    """
-    if sampler == "sum_tree":
-        return 2 * sum_tree.num_leaves(rows) * 4
-    if sampler == "cumsum":
-        return 4 * rows
-    raise ValueError(f"sampler={sampler!r} is not allowed; expected 'cumsum' or 'sum_tree'.")
-
-
-def staging_bytes(obs_shape: tuple[int, ...], obs_dtype: Any, *, n_step: int, num_envs: int) -> int:
-    """Device bytes of one seed's L1 staging window: `n_step x num_envs` raw steps.
-
-    Examples:
-      >>> staging_bytes((4,), "float32", n_step=3, num_envs=10)  # 30 x (16 + 11)
-      810
-    """
-    obs = math.prod(obs_shape) * np.dtype(obs_dtype).itemsize
-    return n_step * num_envs * (obs + _STEP_EXTRA_BYTES)
-
-
 def seed_device_bytes(
     rows: int,
     obs_shape: tuple[int, ...],
@@ -169,7 +134,7 @@ def seed_device_bytes(
     frame_stack: int = 0,
 ) -> int:
     """Device bytes of one seed's L1 window and `rows`-row L2 ring (with priorities).
-    `frame_stack` k > 1: L2 stores one frame per row (`ring.row_bytes`).
+    `frame_stack` k > 1: L2 stores one frame per row (`layout.row_bytes`).
 
     Args:
       rows: L2 rows.
@@ -199,8 +164,7 @@ def _obs_spec(config: TrainConfig, spec: Any) -> tuple[tuple[int, ...], Any, int
         spec = make_env(  # traces nothing heavy
             config.env.name, config.env.num_envs, atari=config.env.atari
         ).spec
-    stack = getattr(spec, "frame_stack", 0)
-    stack = stack if config.replay.dedup_frames and stack > 1 else 0
+    stack = dedup_stack(config.replay.dedup_frames, getattr(spec, "frame_stack", 0))
     return tuple(spec.obs_shape), np.dtype(spec.obs_dtype), stack
 
 
@@ -326,7 +290,7 @@ class Plan:
       l1_bytes, l2_bytes, l3_bytes: bytes over all seeds (L2 includes the priorities).
       naive_l2_bytes: what `l2_rows` would take in the baseline layout.
       l3: "off", "host" or "disk"; l3_where says where, in words.
-      spill_block_slots: slots per spill call (`tiered.plan_l3`), None when L3 is off.
+      spill_block_slots: slots per spill call (`l3.plan_l3`), None when L3 is off.
       spill_block_bytes: bytes moved per spill call, None when L3 is off.
       l3_prefetch_bytes: device bytes of the rows prefetched from L3 (all seeds).
       l3_available: free host RAM (host) or disk space (disk) for L3; None when unknown.
@@ -389,8 +353,8 @@ class Plan:
                 lines.append(f"  capped at MAX_ROWS={MAX_ROWS:,} (int32 row and tree indices)")
         extra = self.bytes_per_transition - self.row_bytes
         per = f" + priorities ({self.sampler}) {extra:.2f} B" if self.sampler else ""
-        obs_bytes = math.prod(self.obs_shape) * np.dtype(self.obs_dtype).itemsize
-        stored = "one frame per row" if self.row_bytes < obs_bytes else "obs stored once"
+        whole = obs_bytes(self.obs_shape, self.obs_dtype)
+        stored = "one frame per row" if self.row_bytes < whole else "obs stored once"
         lines += [
             f"bytes per transition: {self.bytes_per_transition:,.2f} (L2 row {self.row_bytes:,} B, "
             f"{stored}{per})",
@@ -448,7 +412,7 @@ def plan(
       A `Plan`; `plan(...).render()` is the table `jaxrl-fast plan` prints.
 
     Raises:
-      ValueError: from `resolve_capacity`, or an L3 layout `tiered.plan_l3` rejects.
+      ValueError: from `resolve_capacity`, or an L3 layout `l3.plan_l3` rejects.
 
     Examples:
       >>> p = plan(TrainConfig(), device_memory=10**9)  # CartPole, 10 envs, 10,000 rows
@@ -464,7 +428,7 @@ def plan(
     replay = dataclasses.replace(config.replay, capacity=rows)
     e, seeds, n = config.env.num_envs, config.num_seeds, replay.n_step
     row = row_bytes(obs_shape, obs_dtype, frame_stack)
-    obs_bytes = math.prod(obs_shape) * obs_dtype.itemsize
+    naive = naive_row_bytes(obs_shape, obs_dtype)
     sampler = prioritised.resolve_sampler(replay.sampler, rows) if replay.prioritised else None
     prio = priority_bytes(rows, sampler) if sampler else 0
     l1 = staging_bytes(obs_shape, obs_dtype, n_step=n, num_envs=e)
@@ -483,7 +447,7 @@ def plan(
     prefetch = 0
     where, available = "off", None
     if layout is not None:
-        prefetch = seeds * layout.batches * layout.rows * (2 * obs_bytes + _BATCH_EXTRA_BYTES)
+        prefetch = seeds * layout.batches * layout.rows * prefetch_row_bytes(obs_shape, obs_dtype)
         if replay.l3 == "host":
             where, available = "host RAM", host_available_memory()
         else:
@@ -504,14 +468,14 @@ def plan(
         sampler=sampler,
         row_bytes=row,
         bytes_per_transition=row + prio / rows,
-        naive_row_bytes=2 * obs_bytes + _NAIVE_EXTRA_BYTES,
+        naive_row_bytes=naive,
         l1_rows=n * e,
         l2_rows=rows,
         l3_rows=l3_rows,
         l1_bytes=seeds * l1,
         l2_bytes=l2_bytes,
         l3_bytes=l3_bytes,
-        naive_l2_bytes=seeds * rows * (2 * obs_bytes + _NAIVE_EXTRA_BYTES),
+        naive_l2_bytes=seeds * rows * naive,
         l3=replay.l3,
         l3_where=where,
         spill_block_slots=None if layout is None else layout.block,

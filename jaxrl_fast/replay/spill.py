@@ -1,7 +1,8 @@
-"""The L3 host store: host RAM or memory-mapped files that the compiled loop reaches through
-`io_callback`s (DESIGN §4).
+"""The host side of L3: host RAM or memory-mapped files that the compiled loop reaches through
+`io_callback`s (DESIGN §4); the device side, which makes those calls, is `replay/l3.py`.
 
-Layout mirrors L2 (`replay/ring.py`): every field is `[S, T3, E, ...]` (seeds, slots, envs);
+Layout mirrors L2 (`replay/ring.py`): every field of `layout.stored_fields` is `[S, T3, E, ...]`
+(seeds, slots, envs);
 global slot `g` (the `g`-th slot ever committed to L2) lives at `g % T3`, so L3 is a FIFO of
 the last `T3` slots. Writes come in blocks of `K` consecutive slots for all seeds at once.
 
@@ -30,11 +31,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-_FIELDS = ("obs", "action", "reward", "discount", "offset", "valid")
+from jaxrl_fast.replay.layout import stored_fields
 
 
 class L3Rows(NamedTuple):
-    """Rows read from L3, leading `[S, M, B3]`."""
+    """Rows read from L3, leading `[S, M, B3]`: the fields of `layout.read_fields`, in order."""
 
     obs: np.ndarray
     action: np.ndarray
@@ -118,18 +119,10 @@ class HostStore:
                 f"frame_stack={frame_stack} needs observations whose last axis stacks "
                 f"{frame_stack} frames; got shape {self.obs_shape}."
             )
-        stored = self.obs_shape[:-1] if self.frame_stack else self.obs_shape
         lead = (num_seeds, slots, num_envs)
-        specs = {
-            "obs": (lead + stored, self.obs_dtype),
-            "action": (lead, np.dtype(np.int32)),
-            "reward": (lead, np.dtype(np.float32)),
-            "discount": (lead, np.dtype(np.float32)),
-            "offset": (lead, np.dtype(np.int8)),
-            "valid": (lead, np.dtype(bool)),
-        }
-        if self.frame_stack:
-            specs["fresh"] = (lead, np.dtype(bool))
+        fields = stored_fields(self.obs_shape, self.obs_dtype, self.frame_stack)
+        self.fields = tuple(fields)  # the order `write` takes them in
+        specs = {name: (lead + shape, dtype) for name, (shape, dtype) in fields.items()}
         self.nbytes = sum(math.prod(s) * d.itemsize for s, d in specs.values())
         self.path: str | None = None
         if kind == "disk":
@@ -156,24 +149,26 @@ class HostStore:
         self.closed = False
 
     # ---- host callbacks ----------------------------------------------------------------------
-    def write(self, start, obs, action, reward, discount, offset, valid, fresh=None) -> None:
-        """Store a block: global slots `[start, start + K)` for all seeds (`[S, K, E, ...]`);
-        with frame deduplication `obs` holds frames and `fresh` the rows' flags."""
+    def write(self, start, *values, **named) -> None:
+        """Store a block: global slots `[start, start + K)` for all seeds (`[S, K, E, ...]`).
+
+        The block's arrays are the fields of `layout.stored_fields` (`obs, action, reward,
+        discount, offset, valid`, then `fresh` with frame deduplication), positionally in that
+        order or by name; with frame deduplication `obs` holds frames.
+        """
         self._wait()
+        parts = dict(zip(self.fields[: len(values)], values, strict=True), **named)
+        if set(parts) != set(self.fields) or len(values) + len(named) != len(self.fields):
+            if ("fresh" in parts) != bool(self.frame_stack):
+                raise ValueError(
+                    "HostStore.write: `fresh` flags are required with frame_stack and only then"
+                )
+            raise ValueError(f"HostStore.write: expected fields {self.fields}, got {tuple(parts)}")
         start = int(start)
-        k = int(np.shape(action)[1])
+        k = int(np.shape(parts["action"])[1])
         pos = start % self.slots
         if pos + k > self.slots:
             raise RuntimeError(f"L3 block at slot {start} (+{k}) crosses the end of the store")
-        parts = dict(
-            obs=obs, action=action, reward=reward, discount=discount, offset=offset, valid=valid
-        )
-        if (fresh is None) != (not self.frame_stack):
-            raise ValueError(
-                "HostStore.write: `fresh` flags are required with frame_stack and only then"
-            )
-        if fresh is not None:
-            parts["fresh"] = fresh
         for name, value in parts.items():  # the inputs are read-only views: copy into the store
             self.arrays[name][:, pos : pos + k] = np.asarray(value)
         self.blocks_written += 1

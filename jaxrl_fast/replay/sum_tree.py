@@ -64,11 +64,6 @@ def update(tree: Array, index: Array, priority: Array) -> Array:
     return tree
 
 
-def find(tree: Array, mass: Array) -> Array:
-    """Rows whose cumulative priority interval holds `mass` (see `find_with_priority`)."""
-    return find_with_priority(tree, mass)[0]
-
-
 def find_with_priority(tree: Array, mass: Array) -> tuple[Array, Array]:
     """Rows whose cumulative priority interval holds `mass` (`[B]`, in `[0, total)`), and their
     priorities.
@@ -95,29 +90,19 @@ def find_with_priority(tree: Array, mass: Array) -> tuple[Array, Array]:
     return node - n, priority
 
 
-def sample(tree: Array, key: PRNGKey, batch_size: int) -> Array:
-    """Draw `batch_size` rows with probability proportional to priority (stratified).
+def sample_with_priority(tree: Array, key: PRNGKey, batch_size: int) -> tuple[Array, Array]:
+    """Draw `batch_size` rows with probability proportional to priority (stratified), and each
+    drawn row's priority (read during the descent; see `find_with_priority`).
 
     The total mass is cut into `batch_size` equal strata and one point is drawn uniformly in
     each, as in Schaul et al. (2016); the points are clamped just below the total so rounding
     cannot push one past the last positive leaf.
 
     Returns:
-      `[batch_size]` int32 row indices (meaningless if the total is 0).
+      `[batch_size]` int32 row indices (meaningless if the total is 0) and `[batch_size]`
+      float32 priorities.
     """
-    return sample_with_priority(tree, key, batch_size)[0]
-
-
-def sample_with_priority(tree: Array, key: PRNGKey, batch_size: int) -> tuple[Array, Array]:
-    """`sample`, plus each drawn row's priority (read during the descent; see
-    `find_with_priority`)."""
     t = total(tree)
     u = (jnp.arange(batch_size) + jax.random.uniform(key, (batch_size,))) / batch_size
     mass = jnp.minimum(u * t, jnp.nextafter(t, jnp.float32(0.0)))
     return find_with_priority(tree, mass)
-
-
-def probabilities(tree: Array, index: Array) -> Array:
-    """Sampling probability of rows `index` (`priority / total`)."""
-    n = tree.shape[0] // 2
-    return tree[index.astype(jnp.int32) + n] / jnp.maximum(total(tree), 1e-30)

@@ -1,6 +1,6 @@
-"""Prioritised replay (`jaxrl_fast.replay.prioritised` and PER in `make_buffer`) against hand
-numbers: sampling distribution, zero-priority rows, priority rules, IS weights, beta schedule,
-new-row, evicted-row and reset-row priorities."""
+"""Prioritised replay (`jaxrl_fast.replay.prioritised`: samplers, and `make_per` through
+`make_buffer`) against hand numbers: sampling distribution, zero-priority rows, priority rules,
+IS weights, beta schedule, new-row, evicted-row and reset-row priorities, L3 rows' weights."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def _chi2(counts, prio):
 @functools.lru_cache(maxsize=None)
 def _sampler(kind: str, capacity: int):
     s = make_sampler(kind, capacity)
-    draw = jax.jit(jax.vmap(s.sample, in_axes=(None, 0, None)), static_argnums=2)
+    rows = lambda state, key, b: s.draw(state, key, b)[0]  # noqa: E731
+    draw = jax.jit(jax.vmap(rows, in_axes=(None, 0, None)), static_argnums=2)
     return s, jax.jit(s.set), draw
 
 
@@ -83,15 +84,14 @@ def test_both_samplers_draw_the_same_rows():
 
 
 @pytest.mark.parametrize("kind", SAMPLERS)
-def test_probability_and_total_are_priority_over_sum(kind):
+def test_priorities_get_and_draw_read_the_rows_priorities(kind):
     s, set_, _ = _sampler(kind, 20)
     state = set_(s.init(), jnp.arange(20), jnp.asarray(PRIO_20, jnp.float32))
-    total = sum(PRIO_20)  # 32.75, exact in float32
-    assert float(s.total(state)) == total
-    np.testing.assert_allclose(
-        s.probability(state, jnp.array([0, 1, 7, 19])), [0.5 / total, 0, 4 / total, 0], rtol=1e-6
-    )
-    np.testing.assert_array_equal(s.priorities(state), np.asarray(PRIO_20, np.float32))
+    prio = np.asarray(PRIO_20, np.float32)
+    np.testing.assert_array_equal(s.priorities(state), prio)
+    np.testing.assert_array_equal(s.get(state, jnp.array([0, 1, 7, 19])), [0.5, 0, 4, 0])
+    index, priority = jax.jit(s.draw, static_argnums=2)(state, jax.random.key(0), 64)
+    np.testing.assert_array_equal(priority, prio[np.asarray(index)])  # the drawn rows' own
 
 
 def _million_rows(case):
@@ -417,4 +417,4 @@ def test_nonfinite_td_errors_leave_priorities_unchanged(kind):
     assert after[0] == before[0] and after[3] == before[3]
     np.testing.assert_allclose(after[4], (0.25 + 0.01) ** 0.5, rtol=1e-6)
     assert np.isfinite(float(state.max_priority))
-    assert np.isfinite(float(per.sampler.total(state.priorities)))
+    assert np.isfinite(np.asarray(state.priorities)).all()  # the whole sum tree, inner nodes too

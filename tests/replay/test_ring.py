@@ -20,6 +20,9 @@ from jaxrl_fast.types import Transition
 
 E = 2
 OBS = (3,)
+# 99.9th percentiles of the chi-square distribution by degrees of freedom (scipy.stats.chi2.ppf):
+# a fixed seed passes with a margin, a sampler off by one slot fails by orders of magnitude.
+CHI2_999 = {1: 10.83, 3: 16.27, 5: 20.52, 7: 24.32, 9: 27.88, 13: 34.53, 25: 52.62}
 
 
 def _code(t, e):
@@ -68,6 +71,16 @@ def _draws(ring, state, num_keys=64, batch_size=32):
     keys = jax.random.split(jax.random.key(0), num_keys)
     batch = ring.sample_uniform(state, keys, batch_size)
     return jax.tree.map(lambda x: np.asarray(x).reshape((-1,) + x.shape[2:]), batch)
+
+
+def _chi2_uniform(index, rows):
+    """Chi-square statistic of draw counts against the uniform distribution over `rows` (flat
+    row indices) and its degrees of freedom; asserts no other row was drawn."""
+    counts = np.bincount(index, minlength=max(rows) + 1)
+    outside = np.setdiff1d(np.flatnonzero(counts), rows)
+    assert outside.size == 0, f"drew rows {outside.tolist()} outside the sampleable ones"
+    expected = index.size / len(rows)
+    return float(np.sum((counts[rows] - expected) ** 2 / expected)), len(rows) - 1
 
 
 # --------------------------------------------------------------------------- storage
@@ -147,11 +160,6 @@ def test_capacity_validation(capacity, num_envs, n_step):
     make_ring(num_envs * (n_step + 1), num_envs, OBS, jnp.uint8, n_step)  # the smallest allowed
 
 
-def test_row_bytes_counts_obs_once_plus_fields():
-    assert row_bytes((84, 84, 4), jnp.uint8) == 84 * 84 * 4 + 14
-    assert row_bytes((4,), jnp.float32) == 16 + 14
-
-
 # --------------------------------------------------------------------------- gather
 
 
@@ -208,10 +216,31 @@ def test_uniform_never_returns_newest_n_or_unwritten_and_covers_the_rest(n, writ
     np.testing.assert_array_equal(batch.weight, [float(p not in invalid) for p in drawn])
     np.testing.assert_array_equal(batch.reward, t + 0.5 * e)
     np.testing.assert_array_equal(_decode(batch.next_obs[:, 0]), (t + 1, e))
-    # uniform over the complete rows: each of the R rows is drawn about B / R times
-    counts = np.bincount(batch.index)[np.unique(batch.index)]
-    expected = batch.index.size / len(sampleable)
-    assert counts.min() > 0.7 * expected and counts.max() < 1.3 * expected
+    # uniform over the complete rows
+    chi2, dof = _chi2_uniform(batch.index, sorted((t % slots) * E + e for t, e in sampleable))
+    assert chi2 < CHI2_999[dof], (chi2, np.bincount(batch.index))
+
+
+@pytest.mark.parametrize("writes", [10, 40], ids=["partial", "wrapped"])
+def test_uniform_sampling_is_uniform_over_exactly_the_sampleable_rows(writes):
+    """51,200 draws against the uniform distribution over the complete rows (chi-square, 99.9%).
+
+    A sampler that left out the newest complete slot would leave 2 expected ~2,000-draw rows
+    empty (chi-square > 3,900); one that took in the oldest incomplete slot, or an unwritten or
+    overwritten one, draws a row outside the set; uneven odds (e.g. a modulo bias) show in the
+    statistic.
+    """
+    slots, n = 16, 3
+    ring = _ring(slots, n, jnp.float32)  # obs codes past 255
+    state = _fill(ring, [_row(t, obs_dtype=jnp.float32) for t in range(writes)])
+    batch = _draws(ring, state, num_keys=200, batch_size=256)
+    complete = range(max(0, writes - slots), writes - n)  # writes whose bootstrap row exists
+    rows = sorted((t % slots) * E + e for t in complete for e in range(E))
+    assert len(rows) == E * min(writes - n, slots - n)
+    chi2, dof = _chi2_uniform(batch.index, rows)
+    assert chi2 < CHI2_999[dof], (chi2, np.bincount(batch.index))
+    t, e = _decode(batch.obs[:, 0])
+    np.testing.assert_array_equal(batch.index, (t % slots) * E + e)  # rows are what they say
 
 
 # --------------------------------------------------------------------------- through make_buffer

@@ -18,7 +18,6 @@ from jaxrl_fast.replay.sizing import (
     available_memory,
     parse_bytes,
     plan,
-    priority_bytes,
     resolve_capacity,
     seed_device_bytes,
 )
@@ -82,15 +81,6 @@ def test_bytes_per_row_uint8_image():
     assert p.naive_row_bytes == 2 * 28_224 + 9
     assert p.l2_bytes == 8_000 * IMAGE_ROW
     assert p.l1_bytes == 10 * (28_224 + 11)  # n_step 1 x 10 envs
-
-
-def test_priority_bytes_by_sampler():
-    assert priority_bytes(1, "sum_tree") == 2 * 2 * 4  # at least 2 leaves
-    assert priority_bytes(32_768, "sum_tree") == 2 * 32_768 * 4
-    assert priority_bytes(32_769, "sum_tree") == 2 * 65_536 * 4
-    assert priority_bytes(1000, "cumsum") == 4000
-    with pytest.raises(ValueError, match="sampler='auto'"):
-        priority_bytes(10, "auto")
 
 
 @pytest.mark.parametrize(

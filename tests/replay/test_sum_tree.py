@@ -26,21 +26,21 @@ def test_update_keeps_every_parent_the_sum_of_its_children():
     for node in range(1, n):
         assert t[node] == pytest.approx(t[2 * node] + t[2 * node + 1])
     assert float(sum_tree.total(tree)) == pytest.approx(8.5)
-    np.testing.assert_allclose(
-        sum_tree.probabilities(tree, jnp.array([0, 5])), [1.0 / 8.5, 4.0 / 8.5], rtol=1e-6
-    )
+    np.testing.assert_array_equal(sum_tree.leaves(tree, 6), [1.0, 3.0, 0.0, 0.5, 0.0, 4.0])
 
 
 def test_find_maps_mass_to_the_right_interval():
     tree = sum_tree.update(sum_tree.init(4), jnp.arange(4), jnp.array([1.0, 0.0, 2.0, 3.0]))
     mass = jnp.array([0.0, 0.99, 1.0, 2.5, 2.99, 3.0, 5.99])
-    np.testing.assert_array_equal(sum_tree.find(tree, mass), [0, 0, 2, 2, 2, 3, 3])
+    row, priority = sum_tree.find_with_priority(tree, mass)
+    np.testing.assert_array_equal(row, [0, 0, 2, 2, 2, 3, 3])
+    np.testing.assert_array_equal(priority, [1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0])
 
 
 def test_sampling_frequencies_match_priorities():
     prio = jnp.array([1.0, 0.0, 2.0, 3.0, 0.5, 0.0, 1.5, 2.0])
     tree = sum_tree.update(sum_tree.init(8), jnp.arange(8), prio)
-    draw = jax.jit(jax.vmap(lambda k: sum_tree.sample(tree, k, 64)))
+    draw = jax.jit(jax.vmap(lambda k: sum_tree.sample_with_priority(tree, k, 64)[0]))
     idx = np.asarray(draw(jax.random.split(jax.random.key(0), 500))).ravel()
     counts = np.bincount(idx, minlength=8)
     expected = np.asarray(prio) / float(prio.sum()) * idx.size
@@ -59,12 +59,12 @@ def test_no_zero_priority_row_at_a_million_rows_float32():
     tree = sum_tree.update(sum_tree.init(cap), jnp.arange(cap), jnp.asarray(prio))
     n = tree.shape[0] // 2
     assert n == 1 << 20  # unwritten leaves beyond `cap` are zero as well
-    draw = jax.jit(jax.vmap(lambda k: sum_tree.sample(tree, k, 512)))
+    draw = jax.jit(jax.vmap(lambda k: sum_tree.sample_with_priority(tree, k, 512)[0]))
     idx = np.asarray(draw(jax.random.split(jax.random.key(1), 64))).ravel()
     assert idx.min() >= 0 and idx.max() < cap
     assert np.all(prio[idx] > 0), "sampled a zero-priority row"
     # mass right at the total (the float32 edge case) still lands on a positive row
-    edge = sum_tree.find(tree, jnp.array([float(sum_tree.total(tree))]))
+    edge = sum_tree.find_with_priority(tree, jnp.array([float(sum_tree.total(tree))]))[0]
     assert prio[int(edge[0])] > 0
 
 
@@ -80,5 +80,5 @@ def test_mass_at_the_total_never_enters_an_empty_subtree():
     # sum" descent then walks into the empty right half and returns a zero-priority row.
     tree = sum_tree.update(sum_tree.init(4), jnp.arange(4), jnp.array([1.0, 2.0, 0.0, 0.0]))
     t = float(sum_tree.total(tree))
-    rows = sum_tree.find(tree, jnp.array([t, t * 1.0000001, 2.9999998]))
+    rows = sum_tree.find_with_priority(tree, jnp.array([t, t * 1.0000001, 2.9999998]))[0]
     np.testing.assert_array_equal(rows, [1, 1, 1])

@@ -1,0 +1,87 @@
+"""One evaluation for every env kind: `make_evaluate(config, agent)`.
+
+Each seed plays `eval_episodes` episodes at once (one env per episode) with epsilon
+`config.eval_epsilon` (0: greedy), until every episode has ended or `max_episode_steps` steps
+have passed; the return of each episode counts its rewards up to its end. The envs are a
+`SeededEnv` built when `make_evaluate` runs (for envpool: a pool of `S x eval_episodes` whole,
+unclipped games), never while the evaluation is traced. The fused loop (`loop.py`) and the
+conventional baseline (`baseline.py`) evaluate with this same function.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl_fast import precision as mp
+from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.dqn import Agent, AgentState
+from jaxrl_fast.envs.seeded import SeededEnv, make_seeded
+from jaxrl_fast.types import Array, PRNGKey
+
+Evaluate = Callable[[AgentState, PRNGKey], Array]
+
+
+def make_evaluate(
+    config: TrainConfig,
+    agent: Agent,
+    *,
+    num_seeds: int | None = None,
+    env: SeededEnv | None = None,
+) -> Evaluate:
+    """Build `evaluate(agents, keys) -> [S]` mean returns.
+
+    Args:
+      config: the run (env, `eval_episodes`, `eval_epsilon`, `seed`).
+      agent: the agent's functions (for `act`).
+      num_seeds: seeds to evaluate at once (default `config.num_seeds`).
+      env: the evaluation envs (`eval_episodes` per seed); by default built from `config.env`
+        with seed `config.seed + 1`.
+
+    Returns:
+      `evaluate(agents, keys)`: `agents` an `AgentState` with leading `[S]`, `keys` `[S]` typed
+      keys; returns `[S]` float32 mean undiscounted returns (NaN if `eval_episodes` is 0).
+    """
+    episodes = config.eval_episodes
+    num_seeds = config.num_seeds if num_seeds is None else num_seeds
+    if episodes == 0:
+
+        def no_evaluation(agents: AgentState, keys: PRNGKey) -> Array:
+            return jnp.full(keys.shape, jnp.nan, jnp.float32)
+
+        return no_evaluation
+    if env is None:
+        env = make_seeded(
+            config.env, num_seeds, num_envs=episodes, seed=config.seed + 1, evaluation=True
+        )
+    epsilon = jnp.float32(config.eval_epsilon)
+    max_steps = env.spec.max_episode_steps
+    act = jax.vmap(agent.act, in_axes=(0, 0, 0, None, None))
+
+    def evaluate(agents: AgentState, keys: PRNGKey) -> Array:
+        fp32 = mp.shared_fallback(agents.loss_scale)  # shared by the seeds, as in training
+        split = jax.vmap(jax.random.split)(keys)
+        keys, key_reset = split[:, 0], split[:, 1]
+        env_state, obs = env.reset(key_reset)
+        total = jnp.zeros(obs.shape[:2], jnp.float32)  # [S, episodes]
+
+        def running(carry) -> Array:
+            t, _, _, _, finished, _ = carry
+            return jnp.logical_and(t <= max_steps, ~jnp.all(finished))
+
+        def step(carry):
+            t, env_state, obs, total, finished, keys = carry
+            split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
+            keys, key_act, key_env = split[:, 0], split[:, 1], split[:, 2]
+            action = act(agents, key_act, obs, epsilon, fp32)
+            env_state, obs, reward, done, _ = env.step(key_env, env_state, action)
+            total = total + jnp.where(finished, 0.0, reward)
+            return t + 1, env_state, obs, total, finished | done, keys
+
+        start = (jnp.zeros((), jnp.int32), env_state, obs, total, total > 0, keys)
+        _, _, _, total, _, _ = jax.lax.while_loop(running, step, start)
+        return jnp.mean(total, axis=1)
+
+    return evaluate

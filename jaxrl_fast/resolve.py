@@ -1,0 +1,91 @@
+"""A config resolved once: the env built, the precision, seed and conv choices made, the replay
+capacity counted in rows.
+
+`resolve(config)` answers, at the start of a run and for the device it runs on, every question
+the builders would otherwise each answer again (which env, how many actions, which compute dtype,
+vmap or map, which convolution, how many L2 rows). `make_train`, `train` and the CLI take the
+`ResolvedRun`; nothing downstream re-creates the env or re-reads the backend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+
+from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.envs import Env
+from jaxrl_fast.envs.seeded import SeededEnv, make_seeded, make_seeded_env
+from jaxrl_fast.precision import PrecisionPolicy, resolve_precision
+from jaxrl_fast.replay.sizing import resolve_capacity
+from jaxrl_fast.seeds import SeedChoices, resolve_choices
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedRun:
+    """Everything a run's builders need, decided once.
+
+    Attributes:
+      config: the run's config, with `replay.capacity` resolved to a number of rows.
+      env: the training envs of all seeds.
+      precision: the precision policy for the run's device.
+      choices: the seed loop and the Nature torso's convolution.
+      device: the (first) device the run is resolved for.
+    """
+
+    config: TrainConfig
+    env: SeededEnv
+    precision: PrecisionPolicy
+    choices: SeedChoices
+    device: Any
+
+    def describe(self) -> list[str]:
+        """Lines for the start of a run: the precision, and (several seeds) how they run."""
+        lines = [self.precision.describe()]
+        if self.config.num_seeds > 1:
+            lines.append(self.choices.describe(self.config))
+        return lines
+
+
+def resolve(
+    config: TrainConfig,
+    *,
+    env: Env | SeededEnv | None = None,
+    device: Any = None,
+) -> ResolvedRun:
+    """Resolve `config` for `device` (default: the first local device).
+
+    Args:
+      config: a validated `TrainConfig`.
+      env: an env to train on instead of `config.env.name`: a `SeededEnv`, or an `Env` of
+        `env.num_envs` envs (one seed's; a pool env holds every seed's).
+      device: the device the run's precision, conv choice and replay capacity are resolved for.
+
+    Raises:
+      ValueError: unknown env name, an env whose size does not match `EnvConfig.num_envs`, or a
+        replay capacity that does not fit.
+      ImportError: an envpool env without the `atari` extra.
+
+    Examples:
+      >>> from jaxrl_fast import presets
+      >>> run = resolve(presets.get("cartpole").replace(num_seeds=2))
+      >>> run.env.spec.num_actions, run.choices.seed_loop
+      (2, 'vmap')
+    """
+    device = device if device is not None else jax.local_devices()[0]
+    num_seeds = config.num_seeds
+    if env is None:
+        env = make_seeded(config.env, num_seeds, seed=config.seed)
+    elif isinstance(env, Env):
+        env = make_seeded_env(env, num_seeds)
+    if env.spec.num_envs != config.env.num_envs:
+        raise ValueError(
+            f"EnvConfig.num_envs={config.env.num_envs} does not match the env given "
+            f"({env.spec.num_envs} envs per seed"
+            + ("; a pool env holds num_seeds x num_envs)." if env.single_device else ").")
+        )
+    precision = resolve_precision(config.precision, device)
+    choices = resolve_choices(config, str(device.platform))
+    config = resolve_capacity(config, device=device, spec=env.spec)
+    return ResolvedRun(config=config, env=env, precision=precision, choices=choices, device=device)
