@@ -108,7 +108,7 @@ def _program(
     spec = EnvSpec("bench", shape, dtype, actions, 1, 1000)
     policy = resolve_precision(PrecisionConfig(compute=compute))
     net = QNetwork.for_precision(net_cfg, spec, policy, conv_impl=conv_impl)
-    agent = make_agent(DQNConfig(), net, actions, precision=precision)
+    agent = make_agent(DQNConfig(), net, actions, precision=policy)
     state = agent.init(jax.random.key(0), jnp.zeros((1, *shape), dtype))
     # A different batch per step: with one loop-invariant batch XLA hoists work out of the loop
     # (e.g. the target net's forward pass), which flatters in-loop timings.

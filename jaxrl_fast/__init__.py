@@ -18,9 +18,9 @@ from jaxrl_fast.config import (
     TrainConfig,
 )
 from jaxrl_fast.envs import list_envs, make_env
+from jaxrl_fast.loop import make_train
 from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.replay import make_buffer
-from jaxrl_fast.loop import make_train
 from jaxrl_fast.resolve import resolve
 from jaxrl_fast.train import TrainResult, train
 

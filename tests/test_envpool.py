@@ -195,7 +195,8 @@ def test_pool_seeds_mapped_or_vmapped_agree():
 
     cfg = runs[0].config
     start = jax.jit(make_train(cfg).init)(train_keys(cfg)).seeds.agent.params
-    leaves = zip(*(jax.tree.leaves(p) for p in (start, a.agent.params, b.agent.params)))
+    trees = (start, a.agent.params, b.agent.params)
+    leaves = zip(*(jax.tree.leaves(p) for p in trees), strict=True)
     for x0, x, y in leaves:
         x0, x, y = np.asarray(x0), np.asarray(x), np.asarray(y)
         moved = np.linalg.norm(x - x0)
