@@ -35,9 +35,12 @@ class AgentState:
 class UpdateMetrics(NamedTuple):
     """Scalar metrics of one gradient step (float32; all 0 for a skipped step)."""
 
+    # mean over the batch's valid rows (weight > 0) of w_i * l(td_i), w the importance weights
+    # (1 without PER): the textbook PER loss (Schaul et al. 2016, as Dopamine), so the step size
+    # does not depend on the batch's weights summing to anything
     loss: Array
     q: Array  # mean Q of the taken actions over the batch's valid rows
-    abs_td: Array  # mean |TD error|, weighted by the batch weights
+    abs_td: Array  # mean of w_i * |td_i| over the batch's valid rows
     applied: Array  # 1.0 if the step was applied, 0.0 if skipped (non-finite gradients)
 
 
@@ -158,9 +161,11 @@ def make_agent(
             else:
                 per_item = 0.5 * jnp.square(td)
             w = batch.weight
-            loss = jnp.sum(w * per_item) / jnp.maximum(jnp.sum(w), 1.0)
+            valid = (w > 0).astype(jnp.float32)
+            rows = jnp.maximum(jnp.sum(valid), 1.0)
+            loss = jnp.sum(w * per_item) / rows
             q_a = jnp.take_along_axis(q_tm1, batch.action[:, None], -1)[:, 0]
-            q_mean = jnp.sum(w * q_a) / jnp.maximum(jnp.sum(w), 1.0)
+            q_mean = jnp.sum(valid * q_a) / rows
             return loss, (td, q_mean)
 
         return loss_fn
@@ -192,7 +197,7 @@ def make_agent(
         metrics = UpdateMetrics(
             loss=loss,
             q=q_mean,
-            abs_td=jnp.mean(jnp.abs(td) * batch.weight),
+            abs_td=jnp.sum(jnp.abs(td) * batch.weight) / jnp.maximum(jnp.sum(batch.weight > 0), 1),
             applied=jnp.ones((), jnp.float32),
         )
         if precision.skip_nonfinite:

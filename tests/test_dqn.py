@@ -185,6 +185,39 @@ def test_weight_zero_rows_contribute_nothing():
     assert int(new_big.grad_steps) == 1
 
 
+def test_fractional_weights_give_the_textbook_per_loss():
+    """mean(w * l) over the valid rows (Schaul et al.), not sum(w * l) / sum(w)."""
+    agent, state = _agent(max_grad_norm=None, loss="mse")
+    batch = _batch(
+        obs=[[0.0, 0.0]] * 3,
+        action=[0, 0, 0],
+        reward=[1.0, 2.0, 4.0],
+        terminated=[True] * 3,
+        next_obs=[[0.0, 0.0]] * 3,
+        weight=[0.25, 0.5, 0.0],  # the last row is not stored yet
+    )
+    _, td, m = agent.update(state, batch)
+    np.testing.assert_allclose(td, [1.0, 2.0, 4.0])
+    # (0.25 * 0.5 * 1 + 0.5 * 0.5 * 4) / 2 valid rows = 0.5625; the self-normalised form would
+    # give 1.125 / 0.75 = 1.5
+    np.testing.assert_allclose(m.loss, 0.5625, rtol=1e-6)
+    np.testing.assert_allclose(m.abs_td, (0.25 * 1 + 0.5 * 2) / 2, rtol=1e-6)
+    np.testing.assert_allclose(m.q, 0.0, atol=1e-7)
+    # d loss / d b[0] = sum(w * -td) / 2 = -(0.25 + 1.0) / 2; halving every weight halves it
+    half = batch._replace(weight=batch.weight / 2)
+    g_full = jax.grad(lambda b: _loss_at(agent, state, batch, b))(0.0)
+    g_half = jax.grad(lambda b: _loss_at(agent, state, half, b))(0.0)
+    np.testing.assert_allclose(g_full, -0.625, rtol=1e-6)
+    np.testing.assert_allclose(g_half, g_full / 2, rtol=1e-6)
+
+
+def _loss_at(agent, state, batch, b0):
+    """The loss as a function of b[0], through one update's reported loss (no optimiser)."""
+    params = {"params": {"b": jnp.stack([b0, jnp.float32(0.0)])}}
+    _, _, m = agent.update(state.replace(params=params, target_params=params), batch)
+    return m.loss
+
+
 def test_all_zero_weights_give_zero_loss_and_no_change():
     agent, state = _agent(max_grad_norm=None)
     batch = _batch(

@@ -119,4 +119,3 @@ def make_batched_env(spec: EnvSpec, reset_one: SingleReset, step_one: SingleStep
         return new_state, obs, reward, done, info
 
     return Env(spec=spec, reset=reset, step=step)
-

@@ -64,10 +64,6 @@ class Buffer(NamedTuple):
         kept). A no-op without L3.
       single_device: True when the host callbacks need all seeds on one device (L3 on: one
         ordered callback stream per program).
-      store: DEPRECATED, temporary (until the loop uses `close` and `single_device`): the
-        L3 `spill.HostStore` or None. Use `replay.l3.make_l3` to hold the store.
-      layout: DEPRECATED, temporary: the `l3.L3Layout` or None. Use `replay.l3.make_l3` or
-        `replay.l3.plan_l3`.
     """
 
     init: Callable[[], Any]
@@ -81,15 +77,3 @@ class Buffer(NamedTuple):
     report: Callable[[dict, dict | None], dict] = _no_report
     close: Callable[[], None] = _no_close
     single_device: bool = False
-    store: Any = None
-    layout: Any = None
-
-    @property
-    def host_sync(self) -> Callable[[Any], Any]:
-        """DEPRECATED, temporary alias of `spill`."""
-        return self.spill
-
-    @property
-    def metrics(self) -> Callable[[Any], dict]:
-        """DEPRECATED, temporary alias of `counters`."""
-        return self.counters

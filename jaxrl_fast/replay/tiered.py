@@ -187,6 +187,4 @@ def make_buffer(
         report=tier.report,
         close=tier.store.close,
         single_device=True,
-        store=tier.store,
-        layout=tier.layout,
     )

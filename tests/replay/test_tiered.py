@@ -9,8 +9,9 @@ import pytest
 from conftest import assert_learned_probe_chain, tiny_config
 
 from jaxrl_fast.config import ReplayConfig
-from jaxrl_fast.replay import Buffer, make_buffer, make_l3
-from jaxrl_fast.train import make_train, train
+from jaxrl_fast.loop import make_train
+from jaxrl_fast.replay import make_buffer, make_l3
+from jaxrl_fast.train import train
 from jaxrl_fast.types import Transition
 
 E = 2
@@ -27,12 +28,22 @@ def _example(obs_shape=(1,)):
 L3_ON = dict(l3="host", l3_capacity=160 * E, l3_share=0.5)
 
 
-def test_buffer_fields():
-    assert Buffer._fields == (
-        "init", "add", "sample", "update_priorities", "can_sample", "seed_axes", "spill",
-        "counters", "report", "close", "single_device",
-        "store", "layout",  # DEPRECATED aliases, until the loop uses close / single_device
-    )  # fmt: skip
+def test_buffer_holds_functions_and_axes_only():
+    """No host object (store, layout) rides on `Buffer`: an L3 buffer's fields are functions,
+    the seed axes (0 / None leaves) and the single-device flag."""
+    config = ReplayConfig(capacity=40 * E, batch_size=8, **L3_ON)
+    buf = make_buffer(config, _example(), num_seeds=2, sync_every=2)
+    try:
+        for name, value in buf._asdict().items():
+            if name == "seed_axes":
+                leaves = jax.tree.leaves(value, is_leaf=lambda x: x is None)
+                assert leaves and set(leaves) <= {0, None}, name
+            elif name == "single_device":
+                assert value is True
+            else:
+                assert callable(value), name
+    finally:
+        buf.close()
 
 
 def test_without_l3_spill_is_identity_and_host_side_is_empty():
@@ -73,7 +84,6 @@ def test_tiered_run_compiles_once_and_learns_probe_chain():
         replay=dict(capacity=160, l3="host", l3_capacity=800, l3_share=0.25, spill_block=4096),
     )
     fns = make_train(cfg)
-    assert fns.buffer.layout.block >= cfg.collect_steps_per_block
     run = jax.jit(fns.run_chunk, donate_argnums=0)
     runner = jax.jit(fns.init)(jax.random.split(jax.random.key(0), 2))
     for _ in range(2):
