@@ -47,7 +47,9 @@ else:
     cfg = cfg.replace(total_env_steps=4096 + steps, eval_episodes=1, num_chunks=None)
 cfg = cfg.replace(num_seeds=int(case.split("-")[1]))
 r = train(cfg, progress=False)
-print("RESULT " + json.dumps({"sps": r.train_env_steps_per_s, "compile_s": r.compile_time_s}))
+import jaxrl_fast
+out = {"sps": r.train_env_steps_per_s, "compile_s": r.compile_time_s, "module": jaxrl_fast.__file__}
+print("RESULT " + json.dumps(out))
 """
 
 CASES = {  # name -> training env steps per seed (full, quick)
@@ -80,7 +82,11 @@ def run_case(tree: str, case: str, steps: int, timeout: float) -> dict:
     if out.returncode != 0:
         raise RuntimeError(f"{case} in {tree} failed:\n{out.stderr[-3000:]}")
     line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    return {**json.loads(line[len("RESULT ") :]), "process_s": time.perf_counter() - t}
+    result = json.loads(line[len("RESULT ") :])
+    module = result.pop("module")
+    if not os.path.abspath(module).startswith(os.path.abspath(tree) + os.sep):
+        raise RuntimeError(f"{case}: imported {module}, not the tree {tree}")
+    return {**result, "process_s": time.perf_counter() - t}
 
 
 def _median(xs: list[float]) -> float:
@@ -98,6 +104,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="shorter runs")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    parser.add_argument("--tag", default="", help="output name suffix: ab[-quick][-TAG].json")
     args = parser.parse_args()
     for tree in (args.a, args.b):
         if not os.path.isfile(os.path.join(tree, "jaxrl_fast", "__init__.py")):
@@ -136,7 +143,8 @@ def main() -> None:
         "benchmark_time_s": time.perf_counter() - t0,
     }
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, "ab" + ("-quick" if args.quick else ""))
+    name = "ab" + ("-quick" if args.quick else "") + (f"-{args.tag}" if args.tag else "")
+    stem = os.path.join(args.out, name)
     with open(stem + ".json", "w") as f:
         json.dump(out, f, indent=2)
     with open(stem + ".md", "w") as f:

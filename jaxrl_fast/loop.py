@@ -33,7 +33,7 @@ from jaxrl_fast.evaluate import make_evaluate
 from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.replay import Buffer, make_buffer
 from jaxrl_fast.resolve import ResolvedRun, resolve
-from jaxrl_fast.schedules import make_schedules
+from jaxrl_fast.schedules import Schedules, make_schedules
 from jaxrl_fast.seeds import seed_vmap
 from jaxrl_fast.types import Array, PRNGKey, Transition
 
@@ -131,6 +131,55 @@ def _sum_steps(tree: Any) -> Any:
     return jax.tree.map(lambda x: jnp.sum(x, axis=0), tree)
 
 
+def _agent_and_buffer(run: ResolvedRun, schedules: Schedules) -> tuple[Agent, Buffer]:
+    """The agent (network, optimiser, precision) and one seed's replay buffer of a run."""
+    config, spec = run.config, run.env.spec
+    network = QNetwork.for_precision(
+        config.network, spec, run.precision, conv_impl=run.choices.conv_impl
+    )
+    agent = make_agent(
+        config.dqn,
+        network,
+        spec.num_actions,
+        learning_rate=schedules.learning_rate,
+        precision=run.precision,
+    )
+    buffer = make_buffer(
+        config.replay,
+        example_transition(spec),
+        gamma=config.dqn.gamma,
+        num_seeds=config.num_seeds,
+        sync_every=config.collect_steps_per_block,
+        updates_per_sync=config.updates_per_block,
+        total_updates=config.total_updates,
+        seed=config.seed,
+        frame_stack=spec.frame_stack,
+    )
+    return agent, buffer
+
+
+def _chunk_metrics(
+    stats: StepStats, upd: UpdateMetrics, seeds: SeedState, buffer: Buffer, updates: int
+) -> ChunkMetrics:
+    """A chunk's sums (`updates` gradient steps per seed) as means per episode and per update."""
+    # means over the updates applied (a skipped mixed-precision step reports nothing)
+    applied = jnp.where(upd.applied > 0, upd.applied, jnp.nan)
+    episodes = jnp.where(stats.episodes > 0, stats.episodes, jnp.nan)
+    scale = seeds.agent.loss_scale
+    return ChunkMetrics(
+        episode_return=stats.episode_return / episodes,
+        episode_length=stats.episode_length / episodes,
+        episodes=stats.episodes,
+        loss=upd.loss / applied,
+        q=upd.q / applied,
+        abs_td=upd.abs_td / applied,
+        skipped=float(updates) - upd.applied,
+        loss_scale=scale.scale,
+        fp32_fallback=scale.fallback,
+        replay=buffer.counters(seeds.replay),
+    )
+
+
 def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = None) -> TrainFns:
     """Build the fused loop's functions; nothing is compiled here.
 
@@ -157,27 +206,7 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         run = resolve(run, env=env)
     config, env = run.config, run.env
     schedules = make_schedules(config)
-    network = QNetwork.for_precision(
-        config.network, env.spec, run.precision, conv_impl=run.choices.conv_impl
-    )
-    agent = make_agent(
-        config.dqn,
-        network,
-        env.spec.num_actions,
-        learning_rate=schedules.learning_rate,
-        precision=run.precision,
-    )
-    buffer = make_buffer(
-        config.replay,
-        example_transition(env.spec),
-        gamma=config.dqn.gamma,
-        num_seeds=config.num_seeds,
-        sync_every=config.collect_steps_per_block,
-        updates_per_sync=config.updates_per_block,
-        total_updates=config.total_updates,
-        seed=config.seed,
-        frame_stack=env.spec.frame_stack,
-    )
+    agent, buffer = _agent_and_buffer(run, schedules)
     evaluate_agents = make_evaluate(config, agent)
     seed_axes = SeedState(agent=0, replay=buffer.seed_axes, env_state=env.state_axes, obs=0, key=0)
     per_seed = run.choices.seeds_fn  # acting and updates: vmapped or one seed after another
@@ -270,23 +299,8 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         (runner, (stats, upd)), _ = jax.lax.scan(
             body, (runner, totals), None, length=config.blocks_per_chunk
         )
-        # means over the updates applied (a skipped mixed-precision step reports nothing)
-        applied = jnp.where(upd.applied > 0, upd.applied, jnp.nan)
-        episodes = jnp.where(stats.episodes > 0, stats.episodes, jnp.nan)
-        scale = runner.seeds.agent.loss_scale
-        metrics = ChunkMetrics(
-            episode_return=stats.episode_return / episodes,
-            episode_length=stats.episode_length / episodes,
-            episodes=stats.episodes,
-            loss=upd.loss / applied,
-            q=upd.q / applied,
-            abs_td=upd.abs_td / applied,
-            skipped=float(config.blocks_per_chunk * upb) - upd.applied,
-            loss_scale=scale.scale,
-            fp32_fallback=scale.fallback,
-            replay=buffer.counters(runner.seeds.replay),
-        )
-        return runner, metrics
+        updates = config.blocks_per_chunk * upb
+        return runner, _chunk_metrics(stats, upd, runner.seeds, buffer, updates)
 
     def evaluate(runner: RunnerState, keys: PRNGKey) -> Array:
         return evaluate_agents(runner.seeds.agent, keys)
