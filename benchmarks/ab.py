@@ -30,7 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _machine import machine  # noqa: E402
+from _machine import machine, write_results  # noqa: E402
 
 # The body each subprocess runs: it imports whichever jaxrl_fast PYTHONPATH points at.
 CASE = r"""
@@ -142,14 +142,9 @@ def main() -> None:
         "cases": rows,
         "benchmark_time_s": time.perf_counter() - t0,
     }
-    os.makedirs(args.out, exist_ok=True)
     name = "ab" + ("-quick" if args.quick else "") + (f"-{args.tag}" if args.tag else "")
     stem = os.path.join(args.out, name)
-    with open(stem + ".json", "w") as f:
-        json.dump(out, f, indent=2)
-    with open(stem + ".md", "w") as f:
-        f.write(render(out))
-    print(render(out))
+    write_results(stem, out, render)
 
 
 def _commit(tree: str) -> str:

@@ -18,7 +18,6 @@ reference (< 1: jaxrl_fast compiles faster).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -30,7 +29,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import reference_loop  # noqa: E402
-from _machine import machine  # noqa: E402
+from _machine import machine, write_results  # noqa: E402
 
 from jaxrl_fast import presets  # noqa: E402
 from jaxrl_fast.loop import make_train  # noqa: E402
@@ -123,13 +122,8 @@ def main() -> None:
         "rows": rows,
         "benchmark_time_s": time.perf_counter() - t0,
     }
-    os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, "peers" + ("-quick" if args.quick else ""))
-    with open(stem + ".json", "w") as f:
-        json.dump(out, f, indent=2)
-    with open(stem + ".md", "w") as f:
-        f.write(render(out))
-    print(render(out))
+    write_results(stem, out, render)
 
 
 def render(r: dict) -> str:
