@@ -55,6 +55,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=12, help="turns per tree (>= 3)")
     parser.add_argument("--chunks", type=int, default=3, help="chunks per turn")
+    parser.add_argument(
+        "--out", default="", help="results stem (writes STEM.json and STEM.md); default: print only"
+    )
     args = parser.parse_args()
     if args.rounds < 3:
         parser.error(f"--rounds={args.rounds}: at least 3 turns per tree")
@@ -81,16 +84,54 @@ def main() -> None:
         p.stdin.close()
         p.wait(timeout=60)
     ratios = [a / b for a, b in zip(*times, strict=True)]
-    print(
-        json.dumps(
-            {
-                "seeds": args.seeds,
-                "median_s_a": statistics.median(times[0]),
-                "median_s_b": statistics.median(times[1]),
-                "median_ratio_a_over_b": statistics.median(ratios),
-                "ratios": [round(x, 3) for x in ratios],
-            }
+    result = {
+        "a": _describe(args.a),
+        "b": _describe(args.b),
+        "seeds": args.seeds,
+        "rounds": args.rounds,
+        "chunks_per_turn": args.chunks,
+        "median_s_a": statistics.median(times[0]),
+        "median_s_b": statistics.median(times[1]),
+        "median_ratio_a_over_b": statistics.median(ratios),
+        "ratios": [round(x, 3) for x in ratios],
+    }
+    if not args.out:
+        print(json.dumps(result))
+        return
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _machine
+
+    result["machine"] = _machine.machine()
+    _machine.write_results(args.out, result, _render)
+
+
+def _describe(tree: str) -> str:
+    """The tree's commit (short hash) or, outside git, its path."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", tree, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
         )
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return tree
+
+
+def _render(r: dict) -> str:
+    return (
+        f"# Paired A/B: {r['b']} (B) against {r['a']} (A), `run_chunk` steady state\n\n"
+        f"Produced by `python benchmarks/ab_paired.py --a A --b B --seeds {r['seeds']}"
+        f" --rounds {r['rounds']} --chunks {r['chunks_per_turn']}`: two persistent processes, one"
+        " compiled `cartpole-cleanrl` loop each, taking turns (order flipped every round).\n\n"
+        f"Machine: {r['machine']['cpu']}, {r['machine']['cores']} cores; jax {r['machine']['jax']}"
+        f" on {r['machine']['backend']}.\n\n"
+        "| seeds | turns per tree | median s per turn A | B | A / B (> 1: B faster) |\n"
+        "|---|---|---|---|---|\n"
+        f"| {r['seeds']} | {r['rounds']} | {r['median_s_a']:.3f} | {r['median_s_b']:.3f}"
+        f" | {r['median_ratio_a_over_b']:.3f} |\n\n"
+        f"Per-turn ratios A / B: {', '.join(str(x) for x in r['ratios'])}\n"
     )
 
 

@@ -134,8 +134,12 @@ def _program(
     return compiled, state, batch, compile_s, ops, policy.describe()
 
 
-def update_step(model: str, steps: int, repeats: int) -> dict:
-    progs = {c: _program(model, c, steps) for c in DTYPES}
+def update_step(model: str, steps: int, repeats: int, batch: int | None = None) -> dict:
+    """Each compute dtype's update step on `model` (interleaved, median ms per update).
+
+    `batch` overrides the model's batch size (`benchmarks/gpu_suite.py --tiny` uses 8).
+    """
+    progs = {c: _program(model, c, steps, batch=batch) for c in DTYPES}
     states = {c: p[1] for c, p in progs.items()}
     times: dict[str, list[float]] = {c: [] for c in DTYPES}
     for c in DTYPES:  # warm-up call

@@ -311,8 +311,14 @@ def ours_timers(
 # ---- flashbax ----------------------------------------------------------------------------------
 
 
-def flashbax_timers(capacity, obs_shape, obs_dtype, iters) -> tuple[dict[str, Timer], dict]:
-    """Fill flashbax's prioritised flat buffer; timers for it and its uniform flat buffer."""
+def flashbax_timers(
+    capacity, obs_shape, obs_dtype, iters, device: str = "cpu"
+) -> tuple[dict[str, Timer], dict]:
+    """Fill flashbax's prioritised flat buffer; timers for it and its uniform flat buffer.
+
+    `device` is flashbax's own choice of priority-update kernel ("cpu": a scan; "gpu"/"tpu":
+    a bincount); `benchmarks/gpu_suite.py` passes the backend it runs on.
+    """
     import flashbax as fbx
     from flashbax.buffers.trajectory_buffer import TrajectoryBufferState
 
@@ -332,7 +338,7 @@ def flashbax_timers(capacity, obs_shape, obs_dtype, iters) -> tuple[dict[str, Ti
         sample_batch_size=BATCH,
         add_batch_size=e,
         priority_exponent=ALPHA,
-        device="cpu",
+        device=device,
     )
     flat = fbx.make_flat_buffer(
         max_length=capacity, min_length=BATCH, sample_batch_size=BATCH, add_batch_size=e

@@ -368,7 +368,7 @@ class _Parts(NamedTuple):
 
 def _compile_parts(config: TrainConfig, env: Env | None) -> _Parts:
     """Build the agent from the functions the fused loop uses, and compile every piece."""
-    host_env = make_host_env(config.env, seed=config.seed, env=env)
+    host_env = make_host_env(config.env, seed=config.seed, env=env, key_impl=config.prng_impl)
     spec = host_env.spec
     if spec.num_envs != config.env.num_envs:
         raise ValueError(

@@ -46,7 +46,7 @@ def _build_config(args: argparse.Namespace):
     if env_changes:
         changes["env"] = env_changes
     fields = ("total_env_steps", "learning_starts", "seed", "num_chunks", "eval_episodes")
-    for field in (*fields, "eval_epsilon", "seed_loop"):
+    for field in (*fields, "eval_epsilon", "seed_loop", "prng_impl"):
         value = getattr(args, field, None)
         if value is not None:
             changes[field] = value
@@ -224,6 +224,11 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--seed-loop",
         help="seeds batched (vmap), one after another (map), or auto (map on CPU for Atari)",
+    )
+    t.add_argument(
+        "--prng-impl",
+        help="random-number generator: threefry2x32 (default), rbg or unsafe_rbg (faster compile, "
+        "other random streams)",
     )
     t.add_argument("--out", help="directory for summary.json and history.json")
     t.add_argument(

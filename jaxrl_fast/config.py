@@ -15,6 +15,7 @@ _LOSSES = ("huber", "mse")
 _NETWORKS = ("auto", "mlp", "cnn", "nature")
 _COMPUTE = ("auto", "fp32", "bf16", "fp16")
 _SEED_LOOPS = ("auto", "vmap", "map")
+PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 _CONV_IMPLS = ("auto", "conv", "patches", "conv_patches_grad", "conv_canonical_grads")
 _MATMUL = ("default", "high", "highest")
 _LR_SCHEDULES = ("constant", "linear")
@@ -517,6 +518,15 @@ class TrainConfig:
       eval_epsilon: exploration rate of the evaluation policy (0 = greedy). Atari evaluations
         use a little (Nature DQN: 0.05): a deterministic greedy policy can loop forever in a
         game such as Pong and is then scored on a cut game.
+      prng_impl: the random-number generator behind every key of the run, one of JAX's
+        "threefry2x32" (the default: counter-based, the same streams on every backend and under
+        vmap or map), "rbg" or "unsafe_rbg" (XLA's RngBitGenerator: much less code to compile,
+        since threefry's rounds are unrolled into every random call site, but other random
+        streams, which may differ across backends and JAX versions; "unsafe_rbg" also derives
+        split / fold_in keys by a cheap hash, fine for RL's exploration and sampling, not for
+        cryptography; and under "unsafe_rbg" the vmapped and the mapped seed loop draw different
+        numbers, so they agree to float rounding only under "threefry2x32"). See README,
+        "Compile time".
     """
 
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
@@ -535,6 +545,7 @@ class TrainConfig:
     eval_episodes: int = 10
     eval_epsilon: float = 0.0
     seed_loop: str = "auto"
+    prng_impl: str = "threefry2x32"
 
     def __post_init__(self) -> None:
         for name, cls in (
@@ -558,6 +569,7 @@ class TrainConfig:
             "an int >= 0",
         )
         _require(self, "seed_loop", self.seed_loop in _SEED_LOOPS, f"one of {_SEED_LOOPS}")
+        _require(self, "prng_impl", self.prng_impl in PRNG_IMPLS, f"one of {PRNG_IMPLS}")
         _require(
             self,
             "eval_epsilon",

@@ -128,11 +128,16 @@ def resolve_choices(config: TrainConfig, platform: str, *, fused: bool = True) -
     return SeedChoices(seed_loop=seed_loop, conv_impl=conv_impl)
 
 
+def base_key(config: TrainConfig) -> PRNGKey:
+    """The run's typed root key: `config.seed` under `config.prng_impl`."""
+    return jax.random.key(config.seed, impl=config.prng_impl)
+
+
 def train_keys(config: TrainConfig) -> PRNGKey:
     """`[S]` typed keys, one per seed: seed `i` of a run trains with key `i`."""
-    return jax.random.split(jax.random.key(config.seed), config.num_seeds)
+    return jax.random.split(base_key(config), config.num_seeds)
 
 
 def eval_keys(config: TrainConfig) -> PRNGKey:
     """`[S]` typed keys for the final evaluation, independent of the training keys."""
-    return jax.random.split(jax.random.fold_in(jax.random.key(config.seed), 1), config.num_seeds)
+    return jax.random.split(jax.random.fold_in(base_key(config), 1), config.num_seeds)

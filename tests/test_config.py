@@ -179,6 +179,11 @@ def test_schedule_config_rejects(bad):
             {"seed_loop": "pmap"}, r"TrainConfig\.seed_loop='pmap'.*'map'", id="seed_loop"
         ),
         pytest.param(
+            {"prng_impl": "threefry"},
+            r"TrainConfig\.prng_impl='threefry'.*'threefry2x32', 'rbg', 'unsafe_rbg'",
+            id="prng_impl",
+        ),
+        pytest.param(
             {"updates_per_block": 0},
             r"TrainConfig\.updates_per_block=",
             id="updates_per_block-zero",

@@ -45,6 +45,21 @@ def test_seeds_are_independent_and_reproducible():
     assert any(not np.array_equal(x, z) for x, z in zip(pa, pc, strict=True))
 
 
+@pytest.mark.learning
+def test_unsafe_rbg_runs_are_reproducible_other_streams_and_still_learn():
+    from conftest import assert_learned_probe_chain
+
+    cfg = tiny_config(total_env_steps=8_080, num_chunks=1, eval_episodes=4, prng_impl="unsafe_rbg")
+    a, b = train(cfg, progress=False), train(cfg, progress=False)
+    for x, y in zip(_params(a), _params(b), strict=True):
+        np.testing.assert_array_equal(x, y)  # same program, same inputs
+    assert str(jax.random.key_impl(a.runner.seeds.key)) == "unsafe_rbg"
+    threefry = train(cfg.replace(prng_impl="threefry2x32"), progress=False)
+    assert any(not np.array_equal(x, y) for x, y in zip(_params(a), _params(threefry), strict=True))
+    assert_learned_probe_chain(a, cfg)
+    np.testing.assert_allclose(a.final_return, [1.0, 1.0])
+
+
 def test_metrics_report_episodes(tiny):
     result = train(tiny, progress=False)
     assert len(result.history) == tiny.chunks

@@ -33,13 +33,17 @@ class HostEnv(NamedTuple):
     step: Callable[[PRNGKey, Any, Array], tuple[Any, Array, Array, Array, dict]]
 
 
-def make_host_env(config: EnvConfig, *, seed: int = 0, env: Env | None = None) -> HostEnv:
+def make_host_env(
+    config: EnvConfig, *, seed: int = 0, env: Env | None = None, key_impl: str = "threefry2x32"
+) -> HostEnv:
     """Build (and for a pure env, compile) the envs an `EnvConfig` names, for a Python loop.
 
     Args:
       config: the env's name and settings; `config.num_envs` envs.
       seed: envpool's seed (a pure env takes its randomness from the keys).
       env: a pure `Env` to use instead of `config.name`.
+      key_impl: the PRNG implementation of the keys a pure env will be called with
+        (`TrainConfig.prng_impl`).
 
     Raises:
       ValueError: unknown env name; ImportError: envpool without the `atari` extra.
@@ -57,7 +61,7 @@ def make_host_env(config: EnvConfig, *, seed: int = 0, env: Env | None = None) -
         from jaxrl_fast.envs import make_env
 
         env = make_env(config.name, config.num_envs)
-    key = jax.random.key(0)
+    key = jax.random.key(0, impl=key_impl)
     reset = jax.jit(env.reset).lower(key).compile()
     state = jax.eval_shape(env.reset, key)[0]
     action = jax.ShapeDtypeStruct((env.spec.num_envs,), jnp.int32)
