@@ -118,11 +118,11 @@ def _program(
     def run(state, batches):
         def body(s, batch):
             s, _, m = agent.update(s, batch)
-            return s, m["loss"]
+            return s, m.loss
 
         if steps == 0:  # one update, no loop around it
             s, _, m = agent.update(state, jax.tree.map(lambda x: x[0], batches))
-            return s, m["loss"][None]
+            return s, m.loss[None]
         return jax.lax.scan(body, state, batches)
 
     t = time.perf_counter()

@@ -2,13 +2,18 @@
 
 The loop has its schedule in its shape (DESIGN §3), written once for every env kind:
 
-    init      = reset envs, build agents and replay, then scan(collect_step, prefill_steps)
-    run_chunk = scan(iteration, blocks_per_chunk)
-    iteration = scan(collect_step, collect_steps_per_block), then updates_per_block x learn_step,
-                then the target update when the block index says so, then the replay's spill
-                hook (its host callbacks, once, on all seeds)
-    collect_step: epsilon(t); act (per seed); step the envs of all seeds (`SeededEnv`); replay add
+    init      = reset envs, build agents and replay; block counter = -1 (prefill pending)
+    run_chunk = loop(iteration, blocks_per_chunk), plus the prefill iteration first when the
+                counter says it is pending (the first chunk)
+    iteration = loop(collect_step, n), n = collect_steps_per_block (prefill_steps for the
+                prefill iteration); then, in a training block, updates_per_block x learn_step and
+                the target update when the block index says so
+    collect_step: epsilon(t); act (per seed); step the envs of all seeds (`SeededEnv`); replay add;
+                at a block's end the replay's spill hook (its host callbacks, on all seeds)
     learn_step:   replay sample; dqn update (per seed); replay priorities
+
+The prefill is an iteration of the one loop (its learning behind a `lax.cond` on the shared block
+counter), so the collect step is compiled once, in `run_chunk`, not also in `init`.
 
 Seeds are a leading `[S]` axis. Replay add / sample / priorities are vmapped over the seeds (the
 replay's write cursors are shared, `Buffer.seed_axes`); acting and the gradient update run as
@@ -53,7 +58,7 @@ class RunnerState(NamedTuple):
     """The scan carry: the seeds' state plus the shared block counter."""
 
     seeds: SeedState
-    block: Array  # [] int32, training blocks done
+    block: Array  # [] int32, training blocks done; -1 while the prefill is pending
 
 
 class StepStats(NamedTuple):
@@ -82,8 +87,10 @@ class ChunkMetrics(NamedTuple):
 class TrainFns(NamedTuple):
     """The fused loop's functions and the parts they were built from.
 
-    `init(keys [S]) -> runner` (prefill included); `run_chunk(runner) -> (runner, metrics)`;
-    `evaluate(runner, keys [S]) -> [S]` mean return over `eval_episodes` episodes.
+    `init(keys [S]) -> runner` (envs reset, nothing collected); `run_chunk(runner) -> (runner,
+    metrics)`: `blocks_per_chunk` training blocks, preceded in the first chunk by the prefill
+    (whose episodes the metrics leave out); `evaluate(runner, keys [S]) -> [S]` mean return over
+    `eval_episodes` episodes.
     `seed_axes` gives a `SeedState`'s vmap axes (0 per seed, None shared across seeds).
     """
 
@@ -124,6 +131,10 @@ def _episode_stats(done: Array, info: dict) -> StepStats:
         ),
         episodes=jnp.sum(done, axis=-1).astype(jnp.float32),
     )
+
+
+def _same(x: Any) -> Any:
+    return x
 
 
 def _sum_steps(tree: Any) -> Any:
@@ -254,51 +265,61 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         agents = jax.vmap(agent.init)(key_net, obs)
         replay = seed_vmap(lambda _: buffer.init(), 0, buffer.seed_axes)(keys)
         seeds = SeedState(agents, replay, env_state, obs, key)
-        no_fp32 = jnp.zeros((), bool)
+        return RunnerState(seeds=seeds, block=jnp.full((), -1, jnp.int32))
 
-        def prefill_step(seeds: SeedState, i: Array):
-            seeds, _ = collect_step(seeds, schedules.collect_epsilon(i), no_fp32)
-            return seeds._replace(replay=buffer.spill(seeds.replay)), None
+    def learn(seeds: SeedState, fp32: Array) -> tuple[SeedState, UpdateMetrics]:
+        if upb == 1:
+            return learn_step(seeds, fp32)
+        seeds, metrics = jax.lax.scan(lambda s, _: learn_step(s, fp32), seeds, None, length=upb)
+        return seeds, _sum_steps(metrics)
 
-        seeds, _ = jax.lax.scan(prefill_step, seeds, jnp.arange(prefill, dtype=jnp.int32))
-        return RunnerState(seeds=seeds, block=jnp.zeros((), jnp.int32))
+    def skip_learning(seeds: SeedState, fp32: Array) -> tuple[SeedState, UpdateMetrics]:
+        zeros = jnp.zeros(seeds.obs.shape[:1], jnp.float32)
+        return seeds, UpdateMetrics(zeros, zeros, zeros, zeros)
 
     def iteration(runner: RunnerState) -> tuple[RunnerState, tuple[StepStats, UpdateMetrics]]:
+        # The block counter is shared by the seeds, so its `cond`s stay real branches.
+        training = runner.block >= 0
         fp32 = mp.shared_fallback(runner.seeds.agent.loss_scale)
-        # collect
-        first = prefill + runner.block * cpb
-        epsilons = schedules.collect_epsilon(first + jnp.arange(cpb, dtype=jnp.int32))
-        seeds, stats = jax.lax.scan(
-            lambda s, eps: collect_step(s, eps, fp32), runner.seeds, epsilons
+        # collect: prefill_steps steps in the prefill iteration, else one block's
+        first = jnp.where(training, prefill + runner.block * cpb, 0)
+        steps = jnp.where(training, cpb, prefill)
+
+        def collect(i, carry):
+            seeds, stats = carry
+            seeds, new = collect_step(seeds, schedules.collect_epsilon(first + i), fp32)
+            if buffer.has_spill:  # the replay's host callbacks (L3): every block's end
+                due = ((i + 1) % cpb == 0) | (i + 1 == steps)
+                seeds = seeds._replace(replay=jax.lax.cond(due, buffer.spill, _same, seeds.replay))
+            return seeds, jax.tree.map(jnp.add, stats, new)
+
+        zeros = jnp.zeros(runner.seeds.obs.shape[:1], jnp.float32)
+        seeds, stats = jax.lax.fori_loop(
+            0, steps, collect, (runner.seeds, StepStats(zeros, zeros, zeros))
         )
-        # learn
-        if upb == 1:
-            seeds, metrics = learn_step(seeds, fp32)
-        else:
-            seeds, metrics = jax.lax.scan(lambda s, _: learn_step(s, fp32), seeds, None, length=upb)
-            metrics = _sum_steps(metrics)
-        # target: the block counter is shared by the seeds, so this stays a real branch
-        due = (runner.block + 1) % period == 0
+        # learn (not in the prefill iteration, whose episodes the metrics leave out)
+        seeds, metrics = jax.lax.cond(training, learn, skip_learning, seeds, fp32)
+        stats = jax.tree.map(lambda x: jnp.where(training, x, 0.0), stats)
+        # target
+        due = training & ((runner.block + 1) % period == 0)
         agents = jax.lax.cond(due, update_target, lambda a: a, seeds.agent)
         if run.precision.fallback:  # record the shared switch in every seed's state
             scales = mp.record_fallback(agents.loss_scale, mp.shared_fallback(agents.loss_scale))
             agents = agents.replace(loss_scale=scales)
-        # replay's host callbacks (L3), once per iteration, on all seeds, outside the seed vmap
-        seeds = seeds._replace(agent=agents, replay=buffer.spill(seeds.replay))
-        return RunnerState(seeds, runner.block + 1), (_sum_steps(stats), metrics)
+        return RunnerState(seeds._replace(agent=agents), runner.block + 1), (stats, metrics)
 
     def run_chunk(runner: RunnerState) -> tuple[RunnerState, ChunkMetrics]:
         zeros = jnp.zeros(runner.seeds.obs.shape[:1], jnp.float32)
         totals = (StepStats(zeros, zeros, zeros), UpdateMetrics(zeros, zeros, zeros, zeros))
 
-        def body(carry, _):
+        def body(_, carry):
             runner, totals = carry
             runner, new = iteration(runner)
-            return (runner, jax.tree.map(jnp.add, totals, new)), None
+            return runner, jax.tree.map(jnp.add, totals, new)
 
-        (runner, (stats, upd)), _ = jax.lax.scan(
-            body, (runner, totals), None, length=config.blocks_per_chunk
-        )
+        # the first chunk also runs the prefill iteration (block -1 -> 0)
+        blocks = config.blocks_per_chunk + (runner.block < 0).astype(jnp.int32)
+        runner, (stats, upd) = jax.lax.fori_loop(0, blocks, body, (runner, totals))
         updates = config.blocks_per_chunk * upb
         return runner, _chunk_metrics(stats, upd, runner.seeds, buffer, updates)
 

@@ -6,6 +6,7 @@ for the same seed. The loop itself is `jaxrl_fast.loop`.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import time
 import warnings
@@ -37,9 +38,12 @@ class TrainResult:
       train_return: `[S]` mean training-episode return over the last chunk (epsilon-greedy).
       history: one dict per chunk (env steps, per-seed means of return, loss, Q, |TD|).
       env_steps: env steps per seed (prefill included).
-      compile_time_s: seconds spent compiling init, run_chunk and evaluate.
-      run_time_s: seconds running init (prefill) and all chunks, compile excluded.
-      init_time_s: the part of `run_time_s` spent in init (env reset, prefill).
+      compile_time_s: seconds the run waited on compilation: init and run_chunk, plus the part
+        of the evaluation's compile (which runs in a background thread while the chunks run)
+        not yet done when the last chunk ended.
+      run_time_s: seconds running init and all chunks (the prefill included), compile excluded.
+      first_chunk_time_s: the part of `run_time_s` up to the end of the first chunk (init, the
+        prefill, which runs in the first chunk, and that chunk's training blocks).
       eval_time_s: seconds running the final evaluation.
       wall_time_s: whole call, compile included.
       num_devices: devices the seeds were spread over.
@@ -56,7 +60,7 @@ class TrainResult:
     env_steps: int
     compile_time_s: float
     run_time_s: float
-    init_time_s: float
+    first_chunk_time_s: float
     eval_time_s: float
     wall_time_s: float
     num_devices: int = 1
@@ -70,9 +74,14 @@ class TrainResult:
 
     @property
     def train_env_steps_per_s(self) -> float:
-        """Aggregate env steps per second of the training phase only (prefill excluded)."""
-        steps = self.config.num_seeds * (self.env_steps - self.config.learning_starts)
-        return steps / max(self.run_time_s - self.init_time_s, 1e-9)
+        """Aggregate env steps per second of the training phase: the chunks after the first (which
+        holds the prefill); with one chunk, its training steps over the whole run."""
+        c = self.config
+        steps_per_chunk = c.blocks_per_chunk * c.train_frequency
+        if c.chunks == 1:
+            return c.num_seeds * steps_per_chunk / max(self.run_time_s, 1e-9)
+        steps = c.num_seeds * steps_per_chunk * (c.chunks - 1)
+        return steps / max(self.run_time_s - self.first_chunk_time_s, 1e-9)
 
     def summary(self) -> dict:
         """JSON-ready summary: per-seed final returns and the run's timings."""
@@ -124,10 +133,10 @@ def train(
 ) -> TrainResult:
     """Train `config.num_seeds` agents in one compiled program and evaluate them.
 
-    The shell compiles `init` (prefill included), `run_chunk` (donating the runner) and the
-    evaluation once, runs `config.chunks` chunks while showing progress, checks the loss for
-    NaN/inf between chunks, and never changes the numbers: any `num_chunks` gives bitwise the
-    same parameters for the same seed.
+    The shell compiles `init`, `run_chunk` (donating the runner) and the evaluation (in a
+    background thread, while the chunks run) once, runs `config.chunks` chunks while showing
+    progress, checks the loss for NaN/inf between chunks, and never changes the numbers: any
+    `num_chunks` gives bitwise the same parameters for the same seed.
 
     Args:
       config: the run, or a `ResolvedRun` of it (`jaxrl_fast.resolve.resolve`).
@@ -180,7 +189,7 @@ class _Compiled(NamedTuple):
 
     init: Any
     run_chunk: Any
-    evaluate: Any
+    evaluate: concurrent.futures.Future  # the evaluation, compiling in a background thread
     keys: Any  # [S] training keys
     eval_keys: Any  # [S] evaluation keys
     num_devices: int
@@ -188,8 +197,9 @@ class _Compiled(NamedTuple):
 
 
 def _compile(fns: TrainFns, devices: Sequence[Any]) -> _Compiled:
-    """Compile init, run_chunk (donating the runner) and evaluate, spread over the devices that
-    divide the seeds (one device where the seeds cannot be spread)."""
+    """Compile init and run_chunk (donating the runner), and start compiling evaluate in a
+    background thread; spread over the devices that divide the seeds (one device where the
+    seeds cannot be spread)."""
     config = fns.run.config
     keys, eval_keys = seeds.train_keys(config), seeds.eval_keys(config)
     init_fn, run_fn, eval_fn = fns.init, fns.run_chunk, fns.evaluate
@@ -210,8 +220,12 @@ def _compile(fns: TrainFns, devices: Sequence[Any]) -> _Compiled:
     init = init_jit.lower(keys).compile()
     abstract = init_jit.eval_shape(keys)
     run_chunk = jax.jit(run_fn, donate_argnums=0).lower(abstract).compile()
-    evaluate = jax.jit(eval_fn).lower(abstract, eval_keys).compile()
-    return _Compiled(init, run_chunk, evaluate, keys, eval_keys, len(used), time.perf_counter() - t)
+    compile_s = time.perf_counter() - t
+    # Needed only after the last chunk: compile it while the chunks run.
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jaxrl_fast-compile")
+    evaluate = pool.submit(lambda: jax.jit(eval_fn).lower(abstract, eval_keys).compile())
+    pool.shutdown(wait=False)
+    return _Compiled(init, run_chunk, evaluate, keys, eval_keys, len(used), compile_s)
 
 
 def check_finite(
@@ -291,7 +305,7 @@ class ChunkLog:
         sps = self.config.num_seeds * env_steps / max(elapsed, 1e-9)
         mean_ret = float(np.nanmean(rets)) if np.isfinite(rets).any() else float("nan")
         self.bar.set_postfix_str(f"env-steps/s={sps:,.0f} return={mean_ret:.1f}", refresh=False)
-        self.bar.update(self.config.blocks_per_chunk * self.config.train_frequency)
+        self.bar.update(env_steps - self.bar.n)  # the first chunk's include the prefill
 
 
 def _run(
@@ -310,9 +324,6 @@ def _run(
     )
     t = time.perf_counter()
     runner = compiled.init(compiled.keys)
-    jax.block_until_ready(runner)
-    init_time = time.perf_counter() - t
-    bar.update(config.learning_starts)
     if progress:
         for line in fns.run.describe():
             bar.write(line)
@@ -329,10 +340,14 @@ def _run(
     log.record(*pending)
     jax.block_until_ready(runner)
     run_time = time.perf_counter() - t
+    first_chunk_time = log.history[0]["elapsed_s"]
     bar.close()
 
     t = time.perf_counter()
-    final_return = np.asarray(compiled.evaluate(runner, compiled.eval_keys))
+    evaluate = compiled.evaluate.result()
+    compile_time = compiled.compile_time_s + time.perf_counter() - t
+    t = time.perf_counter()
+    final_return = np.asarray(evaluate(runner, compiled.eval_keys))
     eval_time = time.perf_counter() - t
     return TrainResult(
         config=config,
@@ -341,9 +356,9 @@ def _run(
         train_return=np.asarray(log.history[-1]["episode_return"], dtype=np.float64),
         history=log.history,
         env_steps=env_steps,
-        compile_time_s=compiled.compile_time_s,
+        compile_time_s=compile_time,
         run_time_s=run_time,
-        init_time_s=init_time,
+        first_chunk_time_s=first_chunk_time,
         eval_time_s=eval_time,
         wall_time_s=time.perf_counter() - wall,
         num_devices=compiled.num_devices,

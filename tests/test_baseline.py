@@ -195,7 +195,7 @@ def test_fused_and_unfused_loops_take_the_same_first_actions(epsilon):
         eval_episodes=0,
     )
     fns = make_train(cfg)
-    runner = jax.jit(fns.init)(train_keys(cfg))
+    runner, _ = jax.jit(fns.run_chunk)(jax.jit(fns.init)(train_keys(cfg)))  # prefill + 1 block
     fused = np.asarray(runner.seeds.replay.ring.action[0, :steps])  # [steps, E], slot t = step t
     unfused = train_unfused(cfg).replay.action[: steps * e].reshape(steps, e)
     if epsilon == 1.0:

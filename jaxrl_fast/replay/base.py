@@ -51,9 +51,9 @@ class Buffer(NamedTuple):
         leaves that all seeds share (cursors: seeds add in lockstep). Use it as the state's
         `in_axes`/`out_axes` when vmapping over seeds: a batched write cursor would turn each
         add into a scatter that copies the whole buffer.
-      spill: `(state with seeds stacked) -> state`, called by the loop once per iteration at
-        the top level of the scan body, outside the seed vmap; it holds the buffer's host
-        callbacks (L3), if any. The identity without L3.
+      spill: `(state with seeds stacked) -> state`, called by the loop at the end of every
+        block's collection (and every `sync_every` steps of the prefill), outside the seed
+        vmap; it holds the buffer's host callbacks (L3), if any. The identity without L3.
       counters: `(state with seeds stacked) -> dict` of device arrays, cumulative (per seed
         `[S]` or shared `[]`); `{}` without L3.
       report: host side, `(counters_now, counters_before | None) -> dict` of python numbers
@@ -77,3 +77,8 @@ class Buffer(NamedTuple):
     report: Callable[[dict, dict | None], dict] = _no_report
     close: Callable[[], None] = _no_close
     single_device: bool = False
+
+    @property
+    def has_spill(self) -> bool:
+        """The buffer has a `spill` hook (host callbacks) for the loop to call."""
+        return self.spill is not _identity

@@ -2,13 +2,13 @@
 spill L2 blocks to the host store and read rows back, and the mixing of those rows into sampled
 batches (DESIGN §4). The host side, `HostStore`, is `replay/spill.py`.
 
-Per seed (vmapped by the loop), `mix` swaps the last `B3` rows of an L2 batch for rows that
-were prefetched from L3 (rows already evicted from L2), and `on_add` / `on_update` advance the
-counters. Once per loop iteration, on all seeds at once and outside the seed vmap, `spill`
-makes the only host callbacks, each behind a `lax.cond` on shared counters: (1) when `K` new
-slots are complete in L2, ONE ordered `io_callback` copies that block of every seed to L3 (long
-before L2 overwrites it: L3 holds every slot older than the newest incomplete block, up to its
-own FIFO horizon); (2) when the prefetched L3 rows are used up, one `io_callback` sends the next
+Per seed (vmapped by the loop), `mix` swaps the last `B3` rows of an L2 batch for rows that were
+prefetched from L3 (rows already evicted from L2), and `on_add` / `on_update` advance the counters.
+Once per block (at the end of its collection), on all seeds at once and outside the seed vmap,
+`spill` makes the only host callbacks, each behind a `lax.cond` on shared counters: (1) when `K`
+new slots are complete in L2, ONE ordered `io_callback` copies that block of every seed to L3 (long
+before L2 overwrites it: L3 holds every slot older than the newest incomplete block, up to its own
+FIFO horizon); (2) when the prefetched L3 rows are used up, one `io_callback` sends the next
 request of L3 rows and receives the previous one (read one call ahead, `replay/spill.py`).
 """
 
