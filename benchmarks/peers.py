@@ -4,8 +4,9 @@ One command, one process, one machine:
 
     python benchmarks/peers.py            # 1, 8 and 32 seeds, 3 rounds (~15 min on 2 cores)
     python benchmarks/peers.py --quick    # 1 and 8 seeds, shorter runs (~3 min)
+    python benchmarks/peers.py --quick --prng-impl unsafe_rbg   # jaxrl_fast side on XLA's RNG
 
-Writes `benchmarks/results/peers[-quick].json` and `.md`. Both loops run `cartpole-cleanrl`
+Writes `benchmarks/results/peers[-quick][-PRNG].json` and `.md`. Both loops run `cartpole-cleanrl`
 (CleanRL / PureJaxRL hyperparameters) for the same env steps per seed, on one XLA device, with
 per-seed keys. In each round and seed count, the two take turns (which goes first alternates).
 Each side is compiled once per round from freshly built functions (trace + XLA compile, in this
@@ -81,6 +82,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 and 8 seeds, shorter runs")
     parser.add_argument("--rounds", type=int, default=3, help="turns per side and seed count")
     parser.add_argument("--seeds", type=int, nargs="*", help="seed counts (default 1 8 32)")
+    parser.add_argument(
+        "--prng-impl",
+        default="threefry2x32",
+        choices=["threefry2x32", "rbg", "unsafe_rbg"],
+        help="TrainConfig.prng_impl of the jaxrl_fast side (the reference keeps threefry2x32)",
+    )
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = parser.parse_args()
     if args.rounds < 1:
@@ -88,6 +95,8 @@ def main() -> None:
     seeds = args.seeds or ([1, 8] if args.quick else [1, 8, 32])
     steps = 30_000 if args.quick else 100_000
     base = presets.get("cartpole-cleanrl").replace(total_env_steps=steps, eval_episodes=0)
+    if args.prng_impl != "threefry2x32":
+        base = base.replace(prng_impl=args.prng_impl)
     t0 = time.perf_counter()
     rows = []
     for s in seeds:
@@ -118,11 +127,15 @@ def main() -> None:
     out = {
         "machine": machine(),
         "quick": args.quick,
+        "prng_impl": args.prng_impl,
         "rounds": args.rounds,
         "rows": rows,
         "benchmark_time_s": time.perf_counter() - t0,
     }
-    stem = os.path.join(args.out, "peers" + ("-quick" if args.quick else ""))
+    suffix = ("-quick" if args.quick else "") + (
+        f"-{args.prng_impl}" if args.prng_impl != "threefry2x32" else ""
+    )
+    stem = os.path.join(args.out, "peers" + suffix)
     write_results(stem, out, render)
 
 
@@ -137,7 +150,8 @@ def render(r: dict) -> str:
         "alternating rounds per seed count; medians. The reference is "
         "`benchmarks/reference_loop.py` (jit of vmap of one `train`, flashbax flat buffer, "
         "per-seed keys), both with `cartpole-cleanrl` hyperparameters; compile is trace + XLA "
-        "compile in one process.",
+        "compile in one process. jaxrl_fast's `prng_impl`: "
+        f"{r.get('prng_impl', 'threefry2x32')}.",
         "",
         "| seeds | env steps per seed | env-steps/s jaxrl_fast | env-steps/s reference | "
         "run: reference / jaxrl_fast | compile s jaxrl_fast | compile s reference | "
