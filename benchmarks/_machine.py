@@ -30,6 +30,11 @@ def machine() -> dict:
     }
 
 
+def machine_line(m: dict) -> str:
+    """`machine()` in words, for a Markdown header: "Machine: CPU, N cores, OS; jax V on backend"."""
+    return f"Machine: {m['cpu']}, {m['cores']} cores, {m['platform']}; jax {m['jax']} on {m['backend']}"
+
+
 def write_results(stem: str, result: dict, render) -> None:
     """Write `stem.json` (the numbers) and `stem.md` (`render(result)`), and print the Markdown."""
     import json

@@ -120,13 +120,14 @@ def _describe(tree: str) -> str:
 
 
 def _render(r: dict) -> str:
+    import _machine
+
     return (
         f"# Paired A/B: {r['b']} (B) against {r['a']} (A), `run_chunk` steady state\n\n"
         f"Produced by `python benchmarks/ab_paired.py --a A --b B --seeds {r['seeds']}"
         f" --rounds {r['rounds']} --chunks {r['chunks_per_turn']}`: two persistent processes, one"
         " compiled `cartpole-cleanrl` loop each, taking turns (order flipped every round).\n\n"
-        f"Machine: {r['machine']['cpu']}, {r['machine']['cores']} cores; jax {r['machine']['jax']}"
-        f" on {r['machine']['backend']}.\n\n"
+        f"{_machine.machine_line(r['machine'])}.\n\n"
         "| seeds | turns per tree | median s per turn A | B | A / B (> 1: B faster) |\n"
         "|---|---|---|---|---|\n"
         f"| {r['seeds']} | {r['rounds']} | {r['median_s_a']:.3f} | {r['median_s_b']:.3f}"

@@ -43,7 +43,7 @@ import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from _machine import machine, write_results  # noqa: E402
+from _machine import machine, machine_line, write_results  # noqa: E402
 
 from jaxrl_fast import parallel, presets  # noqa: E402
 
@@ -223,37 +223,56 @@ def precision(z: Sizes) -> dict:
     return {"batches": list(z.precision_batches), "tables": tables}
 
 
+def _flashbax_missing() -> str | None:
+    """Why flashbax cannot be compared here (None when it can): it is the `bench` extra."""
+    if importlib.util.find_spec("flashbax") is None:
+        return "flashbax is not installed (pip install -e '.[bench]')"
+    try:
+        import flashbax  # noqa: F401
+    except Exception as e:
+        return f"flashbax cannot be imported: {type(e).__name__}: {e}"
+    return None
+
+
 def per(z: Sizes) -> dict:
+    """Ours always; flashbax beside it where the `bench` extra is installed."""
     device = "gpu" if jax.default_backend() == "gpu" else "cpu"
+    missing = _flashbax_missing()
+    if missing:
+        print(f"  flashbax left out: {missing}", flush=True)
     cells = []
     for obs_name in z.per_obs:
         shape, dtype = replay_bench.OBS[obs_name]
         print(f"  {obs_name} rows, {z.per_rows:,}", flush=True)
-        ours, info = replay_bench.ours_timers(
+        timers, info = replay_bench.ours_timers(
             z.per_rows, shape, dtype, z.per_iters, uniform=False, host=False
         )
-        fb, fb_info = replay_bench.flashbax_timers(
-            z.per_rows, shape, dtype, z.per_iters, device=device
-        )
-        methods = replay_bench.measure({**ours, **fb}, z.per_repeats)
-        del ours, fb
+        fill_s = {"ours": info["ours_fill_s"]}
+        if not missing:
+            fb, fb_info = replay_bench.flashbax_timers(
+                z.per_rows, shape, dtype, z.per_iters, device=device
+            )
+            timers = {**timers, **fb}
+            fill_s["flashbax"] = fb_info["flashbax_fill_s"]
+        methods = replay_bench.measure(timers, z.per_repeats)
+        del timers
         gc.collect()
         cells.append(
             {
                 "obs": obs_name,
                 "capacity": z.per_rows,
                 "batch": replay_bench.BATCH,
-                "fill_s": {"ours": info["ours_fill_s"], "flashbax": fb_info["flashbax_fill_s"]},
+                "fill_s": fill_s,
                 "methods": methods,
-                "flashbax_per_over_ours_sum_tree": replay_bench.ratio(
-                    methods["flashbax_per"], methods["ours_sum_tree"]
-                ),
+                "flashbax_per_over_ours_sum_tree": None
+                if missing
+                else replay_bench.ratio(methods["flashbax_per"], methods["ours_sum_tree"]),
                 "ours_cumsum_over_ours_sum_tree": replay_bench.ratio(
                     methods["ours_cumsum"], methods["ours_sum_tree"]
                 ),
             }
         )
-    return {"flashbax_device": device, "cells": cells}
+    return {"flashbax_device": device, "flashbax_missing": missing, "cells": cells}
 
 
 def l3(z: Sizes) -> dict:
@@ -368,7 +387,11 @@ def _render_precision(r: dict) -> list[str]:
 def _render_per(r: dict) -> list[str]:
     lines = [
         f"µs per iteration (sample a batch of {r['cells'][0]['batch']} + write its priorities); "
-        f"flashbax device kernel `{r['flashbax_device']}`",
+        + (
+            f"flashbax left out: {r['flashbax_missing']}"
+            if r.get("flashbax_missing")
+            else f"flashbax device kernel `{r['flashbax_device']}`"
+        ),
         "",
         "| rows | obs | ours sum tree | ours cumsum | flashbax PER | flashbax uniform "
         "| flashbax PER / ours sum tree |",
@@ -377,12 +400,13 @@ def _render_per(r: dict) -> list[str]:
     for c in r["cells"]:
         m = c["methods"]
         us = [
-            _n(m[k]["us_per_iter"], 1)
+            _n(m[k]["us_per_iter"], 1) if k in m else "n/a"
             for k in ("ours_sum_tree", "ours_cumsum", "flashbax_per", "flashbax_uniform")
         ]
+        ratio = c["flashbax_per_over_ours_sum_tree"]
         lines.append(
             f"| {c['capacity']:,} | {c['obs']} | {' | '.join(us)} | "
-            f"{_n(c['flashbax_per_over_ours_sum_tree'], 1)}x |"
+            + ("n/a |" if ratio is None else f"{_n(ratio, 1)}x |")
         )
     return lines
 
@@ -422,8 +446,7 @@ def render(r: dict) -> str:
     lines = [
         f"# GPU suite{' (tiny: smoke sizes, not results)' if r['tiny'] else ''}",
         "",
-        f"Machine: {m['cpu']}, {m['cores']} cores, {m['platform']}; jax {m['jax']} on "
-        f"{m['backend']} ({r['device_kind']}). Produced by `python benchmarks/gpu_suite.py{tiny}` "
+        f"{machine_line(m)} ({r['device_kind']}). Produced by `python benchmarks/gpu_suite.py{tiny}` "
         f"in {r['benchmark_time_s']:.0f} s.",
         "",
     ]

@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import reference_loop  # noqa: E402
-from _machine import machine, write_results  # noqa: E402
+from _machine import machine, machine_line, write_results  # noqa: E402
 
 from jaxrl_fast import presets  # noqa: E402
 from jaxrl_fast.loop import make_train  # noqa: E402
@@ -144,8 +144,7 @@ def render(r: dict) -> str:
     lines = [
         f"# jaxrl_fast vs a PureJaxRL-style loop, CartPole-v1{' (quick)' if r['quick'] else ''}",
         "",
-        f"Machine: {m['cpu']}, {m['cores']} cores, {m['platform']}; jax {m['jax']} on "
-        f"{m['backend']}, one device. Produced by `python benchmarks/peers.py"
+        f"{machine_line(m)}, one device. Produced by `python benchmarks/peers.py"
         f"{' --quick' if r['quick'] else ''}` in {r['benchmark_time_s']:.0f} s, {r['rounds']} "
         "alternating rounds per seed count; medians. The reference is "
         "`benchmarks/reference_loop.py` (jit of vmap of one `train`, flashbax flat buffer, "
