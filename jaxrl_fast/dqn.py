@@ -137,11 +137,12 @@ def make_agent(
 
     def act(agent: AgentState, key: PRNGKey, obs: Array, epsilon: Array, fp32=None) -> Array:
         """Epsilon-greedy actions `[E]` int32 for observations `[E, *obs]`."""
-        key_explore, key_action = jax.random.split(key)
         q = q_values(agent.params, obs, _use_fp32(agent, fp32))
         greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
-        random = jax.random.randint(key_action, greedy.shape, 0, num_actions, jnp.int32)
-        explore = jax.random.uniform(key_explore, greedy.shape) < epsilon
+        # One draw for both choices (each random-number call is a loop XLA compiles apart).
+        bits = jax.random.bits(key, (2, *greedy.shape), jnp.uint32)
+        explore = (bits[0] >> 8).astype(jnp.float32) * 2.0**-24 < epsilon  # uniform on [0, 1)
+        random = (bits[1] % num_actions).astype(jnp.int32)  # bias <= num_actions / 2**32
         return jnp.where(explore, random, greedy)
 
     def make_loss(net: nn.Module):

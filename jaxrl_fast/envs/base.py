@@ -82,8 +82,7 @@ def make_batched_env(spec: EnvSpec, reset_one: SingleReset, step_one: SingleStep
         )
         return state, obs
 
-    def _step_one(key, inner, needs_reset, action):
-        key_step, key_reset = jax.random.split(key)
+    def _step_one(key_step, key_reset, inner, needs_reset, action):
         inner_s, obs_s, reward, terminated, truncated = step_one(key_step, inner, action)
         inner_r, obs_r = reset_one(key_reset)
         pick = lambda r, s: jax.lax.select(needs_reset, r, s)  # noqa: E731
@@ -95,9 +94,9 @@ def make_batched_env(spec: EnvSpec, reset_one: SingleReset, step_one: SingleStep
         return inner, obs, reward, terminated, truncated
 
     def step(key: PRNGKey, state: EnvState, action: Array):
-        keys = jax.random.split(key, n)
+        keys = jax.random.split(key, (2, n))  # step and reset keys in one draw
         inner, obs, reward, terminated, truncated = jax.vmap(_step_one)(
-            keys, state.inner, state.needs_reset, action.astype(jnp.int32)
+            keys[0], keys[1], state.inner, state.needs_reset, action.astype(jnp.int32)
         )
         done = jnp.logical_or(terminated, truncated)
         was_reset = state.needs_reset

@@ -235,7 +235,9 @@ def make_ring(
 
     def sample_uniform(state: RingState, key: PRNGKey, batch_size: int) -> Batch:
         n_rows = jnp.maximum(sampleable_slots(state), 1) * num_envs
-        u = jax.random.randint(key, (batch_size,), 0, n_rows)
+        # One bits draw (randint makes two): modulo bias <= n_rows / 2**32 relative per row.
+        bits = jax.random.bits(key, (batch_size,), jnp.uint32)
+        u = (bits % n_rows.astype(jnp.uint32)).astype(jnp.int32)
         back, env = u // num_envs, u % num_envs
         t = (state.insert_pos - 1 - n_step - back) % slots
         batch = gather(state, t * num_envs + env)
