@@ -67,3 +67,32 @@ def test_metrics_report_episodes(tiny):
     # probe-chain episodes are exactly 2 steps long
     np.testing.assert_allclose(last["episode_length"], [2.0, 2.0])
     assert all(e > 0 for e in last["episodes"])
+
+
+def test_init_compiled_for_speed_gives_the_default_builds_state():
+    from jaxrl_fast.loop import make_train
+    from jaxrl_fast.seeds import train_keys
+    from jaxrl_fast.train import init_compiler_options
+
+    cfg = tiny_config(num_seeds=2)
+    fns = make_train(cfg)
+    keys = train_keys(cfg)
+    lowered = jax.jit(fns.init).lower(keys)
+    fast = lowered.compile(compiler_options=init_compiler_options("cpu"))(keys)
+    default = lowered.compile()(keys)
+
+    def leaves(runner):
+        is_key = lambda x: jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)  # noqa: E731
+        return [
+            np.asarray(jax.random.key_data(x) if is_key(x) else x) for x in jax.tree.leaves(runner)
+        ]
+
+    floats = 0
+    for a, b in zip(leaves(fast), leaves(default), strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        if np.issubdtype(a.dtype, np.floating):
+            floats += a.size
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+        else:  # keys, counters, flags: integer work, exact under any build
+            np.testing.assert_array_equal(a, b)
+    assert floats > 1000  # the parameters were compared
