@@ -35,6 +35,7 @@ from _machine import machine, machine_line, write_results  # noqa: E402
 from jaxrl_fast import presets  # noqa: E402
 from jaxrl_fast.loop import make_train  # noqa: E402
 from jaxrl_fast.seeds import train_keys  # noqa: E402
+from jaxrl_fast.train import init_compiler_options  # noqa: E402
 
 
 def _timed(f, *args):
@@ -48,7 +49,8 @@ def run_library(config) -> dict:
     t = time.perf_counter()
     fns = make_train(config)
     keys = train_keys(config)
-    init = jax.jit(fns.init).lower(keys).compile()
+    options = init_compiler_options(jax.devices()[0].platform)  # as `train` compiles it
+    init = jax.jit(fns.init).lower(keys).compile(compiler_options=options)
     runner_shape = jax.eval_shape(fns.init, keys)
     chunk = jax.jit(fns.run_chunk, donate_argnums=0).lower(runner_shape).compile()
     compile_s = time.perf_counter() - t
