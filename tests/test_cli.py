@@ -119,10 +119,12 @@ def test_cli_plan_json_parses(capsys):
     code = main(["plan", "--capacity", "medium", "--device-memory", "1e6", "--json"])
     assert code == 0
     plan = json.loads(capsys.readouterr().out)
-    # CartPole: (500,000 - 270 L1 bytes) / 30 bytes per row, rounded down to 10 envs.
-    assert plan["share"] == 0.5 and plan["l2_rows"] == 16_650 and plan["row_bytes"] == 30
+    # The default preset's CartPole, 3-step returns: L1 stages 3 steps x 10 envs x 27 bytes =
+    # 810 bytes; L2 (500,000 - 810) / 30 bytes per row, rounded down to 10 envs.
+    assert plan["n_step"] == 3 and plan["l1_rows"] == 30 and plan["l1_bytes"] == 810
+    assert plan["share"] == 0.5 and plan["l2_rows"] == 16_630 and plan["row_bytes"] == 30
     assert plan["device_memory"] == 10**6 and plan["memory_source"] == "given"
-    assert plan["fits"] is True and plan["device_bytes"] == 16_650 * 30 + 270
+    assert plan["fits"] is True and plan["device_bytes"] == 16_630 * 30 + 810
 
 
 def test_cli_plan_replay_options(capsys, tmp_path):
@@ -146,7 +148,8 @@ def test_cli_plan_bad_device_memory(capsys):
 def test_cli_plan_share_too_small_names_field(capsys):
     assert main(["plan", "--capacity", "auto:0.3", "--device-memory", "1kB"]) == 2
     err = capsys.readouterr().err
-    assert "ReplayConfig.capacity='auto:0.3'" in err and "4,170 bytes" in err
+    # the smallest window: 130 rows x 30 bytes + 810 bytes of 3-step L1 staging
+    assert "ReplayConfig.capacity='auto:0.3'" in err and "4,710 bytes" in err
 
 
 def test_cli_plan_bad_capacity_names_field(capsys):
