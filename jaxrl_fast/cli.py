@@ -100,7 +100,12 @@ def _train(args: argparse.Namespace) -> int:
     run = resolve(config)
     config = run.config
     if args.out is not None:
-        os.makedirs(args.out, exist_ok=True)
+        if os.path.exists(args.out) and not os.path.isdir(args.out):
+            raise ValueError(f"--out {args.out!r} is an existing file; give a directory path")
+        try:
+            os.makedirs(args.out, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"--out {args.out!r} cannot be created: {e.strerror}") from e
         if not os.access(args.out, os.W_OK):
             raise ValueError(f"--out {args.out!r} is not writable")
     print(
@@ -108,7 +113,7 @@ def _train(args: argparse.Namespace) -> int:
         f"seed(s) x {config.total_env_steps:,} env steps, {config.env.num_envs} envs per seed",
         flush=True,
     )
-    result = train(run, progress=not args.no_progress)
+    result = train(run, progress=not args.no_progress, run_dir=args.run_dir)
     summary = result.summary()
     print("\nseed   final eval return  last training return")
     for s in summary["seeds"]:
@@ -231,6 +236,12 @@ def make_parser() -> argparse.ArgumentParser:
         "other random streams)",
     )
     t.add_argument("--out", help="directory for summary.json and history.json")
+    t.add_argument(
+        "--run-dir",
+        help="new directory for the run's files: config.json (with library versions), "
+        "metrics.jsonl and metrics.csv (a row per chunk per seed), summary.json (with each "
+        "seed's params_sha256)",
+    )
     t.add_argument(
         "--precision", help="network compute dtype: auto (per device), fp32, bf16 or fp16"
     )

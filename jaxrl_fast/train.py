@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import os
 import time
 import warnings
 from typing import Any, Callable, NamedTuple, Sequence
@@ -21,6 +22,7 @@ from jaxrl_fast import parallel, seeds
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.envs import Env
 from jaxrl_fast.loop import ChunkMetrics, RunnerState, TrainFns, make_train
+from jaxrl_fast.metrics import MetricsWriter
 from jaxrl_fast.precision import PrecisionPolicy
 from jaxrl_fast.resolve import ResolvedRun, resolve
 from jaxrl_fast.seeds import SEED_AXIS
@@ -130,6 +132,7 @@ def train(
     on_chunk: Callable[[dict], None] | None = None,
     env: Env | None = None,
     devices: Sequence[jax.Device] | None = None,
+    run_dir: str | os.PathLike | None = None,
 ) -> TrainResult:
     """Train `config.num_seeds` agents in one compiled program and evaluate them.
 
@@ -148,23 +151,40 @@ def train(
         `jaxrl_fast.parallel.use_cpu_cores()` first to get one device per core. A seed's
         numbers match a one-device run to float rounding (XLA vectorises the smaller per-device
         batch differently), not bitwise; learning amplifies such differences over a long run.
+      run_dir: a new directory for the run's files (`jaxrl_fast.metrics`): config.json with
+        the library versions, metrics.jsonl / metrics.csv (a row per chunk per seed, written as
+        chunks end) and summary.json with each seed's `params_sha256`.
 
     Returns:
       A `TrainResult`.
 
     Raises:
       FloatingPointError: the loss became non-finite (the message names the chunk and seeds).
+      ValueError: `run_dir` is a file, cannot be written or already holds a run (before
+        anything compiles).
     """
     wall = time.perf_counter()
     devices = list(devices) if devices is not None else jax.local_devices()
     run = config if isinstance(config, ResolvedRun) else resolve(config, env=env, device=devices[0])
     _warn_if_few_chunks(run.config)
+    directory = None if run_dir is None else MetricsWriter(run_dir, run.config)
+    if directory is not None:
+        user_on_chunk = on_chunk
+
+        def on_chunk(rec: dict) -> None:
+            directory.log_chunk(rec)
+            if user_on_chunk is not None:
+                user_on_chunk(rec)
+
     fns = make_train(run)
     try:
         compiled = _compile(fns, devices)
-        return _run(fns, compiled, wall, progress=progress, on_chunk=on_chunk)
+        result = _run(fns, compiled, wall, progress=progress, on_chunk=on_chunk)
     finally:
         fns.buffer.close()
+    if directory is not None:
+        directory.finish(result.summary(), result.runner.seeds.agent.params)
+    return result
 
 
 def _warn_if_few_chunks(config: TrainConfig) -> None:

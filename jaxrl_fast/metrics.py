@@ -1,0 +1,168 @@
+"""The files of a run directory: the config and library versions, metrics per chunk and seed,
+and a summary.
+
+    DIR/config.json    the config (`TrainConfig.to_dict()`) and the versions of jax, jaxlib,
+                       flax, optax, orbax-checkpoint, gymnax, envpool and jaxrl_fast
+    DIR/metrics.jsonl  one JSON object per chunk per seed, appended and flushed as chunks end
+    DIR/metrics.csv    the same rows (the `replay` counters flattened to `replay.NAME` columns)
+    DIR/summary.json   `TrainResult.summary()` plus each seed's `params_sha256`
+
+A row holds: chunk, seed_index, env_steps (per seed, at the chunk's end), elapsed_s, episode
+return / length / count, loss, q, abs_td, skipped updates, loss_scale, fp32_fallback, epsilon and
+learning rate at the chunk's end, and the buffer's report for the chunk. Files are written
+whole through a temporary file and `os.replace` (config.json, summary.json) or appended a line at
+a time (metrics), so a killed run leaves every chunk it logged.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import importlib.metadata
+import io
+import json
+import math
+import os
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.schedules import make_schedules
+
+PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "gymnax", "envpool", "jaxrl-fast")
+# Per-seed fields of a chunk record (`train.ChunkLog`), in column order.
+SEED_FIELDS = (
+    "episode_return",
+    "episode_length",
+    "episodes",
+    "loss",
+    "q",
+    "abs_td",
+    "skipped",
+    "loss_scale",
+    "fp32_fallback",
+)
+
+
+def versions() -> dict[str, str | None]:
+    """Installed versions of the packages a run depends on (None: not installed)."""
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def params_sha256(params: Any, seed_index: int | None = None) -> str:
+    """SHA-256 of a parameter tree's bytes (leaves in tree order; with `seed_index`, that
+    seed's slice of every leaf). Equal hashes: bitwise equal parameters.
+
+      >>> import jax.numpy as jnp
+      >>> a = {"w": jnp.ones((2, 3)), "b": jnp.zeros((2,))}
+      >>> params_sha256(a, 0) == params_sha256(a, 1) != params_sha256(a)
+      True
+    """
+    h = hashlib.sha256()
+    for leaf in jax.tree.leaves(params):
+        x = np.asarray(leaf)
+        if seed_index is not None:
+            x = x[seed_index]
+        x = np.ascontiguousarray(x)
+        h.update(f"{x.dtype.str}{x.shape}".encode())
+        h.update(x.tobytes())
+    return h.hexdigest()
+
+
+def _write_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _json_value(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None  # JSON has no NaN: a chunk where no episode ended
+    return x
+
+
+class MetricsWriter:
+    """Writes one run directory's files; `train(config, run_dir=...)` drives it.
+
+    Raises (at construction, before anything compiles):
+      ValueError: `path` is an existing file, or a directory that cannot be written, or already
+        holds a run (a `metrics.jsonl`); resuming is not supported yet.
+    """
+
+    def __init__(self, path: str | os.PathLike, config: TrainConfig) -> None:
+        path = os.fspath(path)
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise ValueError(f"run_dir={path!r} is an existing file; give a directory path.")
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"run_dir={path!r} cannot be created: {e.strerror}.") from e
+        if not os.access(path, os.W_OK):
+            raise ValueError(f"run_dir={path!r} is not writable.")
+        if os.path.exists(os.path.join(path, "metrics.jsonl")):
+            raise ValueError(
+                f"run_dir={path!r} already holds a run (metrics.jsonl); give a new directory."
+            )
+        self.path, self.config = path, config
+        self._schedules = make_schedules(config)
+        self._columns: list[str] | None = None
+        _write_atomic(
+            os.path.join(path, "config.json"),
+            json.dumps({"config": config.to_dict(), "versions": versions()}, indent=2),
+        )
+
+    def _rows(self, rec: dict) -> list[dict]:
+        c = self.config
+        blocks = max(0, (rec["env_steps"] - c.learning_starts) // c.train_frequency)
+        common = {
+            "chunk": rec["chunk"],
+            "env_steps": rec["env_steps"],
+            "elapsed_s": rec["elapsed_s"],
+            "epsilon": float(self._schedules.epsilon(rec["env_steps"])),
+            "learning_rate": float(self._schedules.learning_rate(blocks * c.updates_per_block)),
+        }
+        replay = {f"replay.{k}": v for k, v in rec.get("replay", {}).items()}
+        rows = []
+        for i in range(c.num_seeds):
+            row = {"chunk": common["chunk"], "seed_index": i}
+            row.update({k: v for k, v in common.items() if k != "chunk"})
+            row.update({f: _json_value(rec[f][i]) for f in SEED_FIELDS})
+            row.update(replay)
+            rows.append(row)
+        return rows
+
+    def log_chunk(self, rec: dict) -> None:
+        """Append chunk record `rec` (one row per seed) to metrics.jsonl and metrics.csv."""
+        rows = self._rows(rec)
+        with open(os.path.join(self.path, "metrics.jsonl"), "a") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rows))
+        csv_path = os.path.join(self.path, "metrics.csv")
+        if self._columns is None:
+            self._columns = list(rows[0])
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, self._columns, extrasaction="ignore", lineterminator="\n")
+        if not os.path.exists(csv_path):
+            writer.writeheader()
+        writer.writerows(rows)
+        with open(csv_path, "a") as f:
+            f.write(buf.getvalue())
+
+    def finish(self, summary: dict, params: Any) -> dict:
+        """Write summary.json: `summary` with each seed's `params_sha256`; returns it."""
+        summary = dict(summary)
+        summary["seeds"] = [
+            {**s, "params_sha256": params_sha256(params, s["seed_index"])} for s in summary["seeds"]
+        ]
+        _write_atomic(os.path.join(self.path, "summary.json"), json.dumps(summary, indent=2))
+        return summary
