@@ -113,7 +113,16 @@ def _train(args: argparse.Namespace) -> int:
         f"seed(s) x {config.total_env_steps:,} env steps, {config.env.num_envs} envs per seed",
         flush=True,
     )
-    result = train(run, progress=not args.no_progress, run_dir=args.run_dir)
+    if args.resume is not None and args.run_dir not in (None, args.resume):
+        raise ValueError(f"--resume {args.resume!r} and --run-dir {args.run_dir!r} differ")
+    result = train(
+        run,
+        progress=not args.no_progress,
+        run_dir=args.resume or args.run_dir,
+        resume=args.resume is not None,
+        checkpoint_every=args.checkpoint_every,
+        keep=args.keep,
+    )
     summary = result.summary()
     print("\nseed   final eval return  last training return")
     for s in summary["seeds"]:
@@ -240,8 +249,20 @@ def make_parser() -> argparse.ArgumentParser:
         "--run-dir",
         help="new directory for the run's files: config.json (with library versions), "
         "metrics.jsonl and metrics.csv (a row per chunk per seed), summary.json (with each "
-        "seed's params_sha256)",
+        "seed's params_sha256), checkpoints/ (orbax, the whole train state)",
     )
+    t.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="continue the run in DIR from its newest checkpoint (same config; the parameters "
+        "end bitwise as if it never stopped)",
+    )
+    t.add_argument(
+        "--checkpoint-every",
+        type=int,
+        help="env steps per seed between checkpoints (default: about 10%% of the run)",
+    )
+    t.add_argument("--keep", type=int, default=3, help="checkpoints kept (default 3)")
     t.add_argument(
         "--precision", help="network compute dtype: auto (per device), fp32, bf16 or fp16"
     )

@@ -86,6 +86,21 @@ def _write_atomic(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _plain(tree: Any) -> Any:
+    """JSON round trip (tuples become lists), for comparing with a saved config."""
+    return json.loads(json.dumps(tree))
+
+
+def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """Dotted names of the fields where two config dicts differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            out += _differences(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".")]
+
+
 def _json_value(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
         return None  # JSON has no NaN: a chunk where no episode ended
@@ -100,7 +115,7 @@ class MetricsWriter:
         holds a run (a `metrics.jsonl`); resuming is not supported yet.
     """
 
-    def __init__(self, path: str | os.PathLike, config: TrainConfig) -> None:
+    def __init__(self, path: str | os.PathLike, config: TrainConfig, resume: bool = False) -> None:
         path = os.fspath(path)
         if os.path.exists(path) and not os.path.isdir(path):
             raise ValueError(f"run_dir={path!r} is an existing file; give a directory path.")
@@ -110,13 +125,24 @@ class MetricsWriter:
             raise ValueError(f"run_dir={path!r} cannot be created: {e.strerror}.") from e
         if not os.access(path, os.W_OK):
             raise ValueError(f"run_dir={path!r} is not writable.")
-        if os.path.exists(os.path.join(path, "metrics.jsonl")):
-            raise ValueError(
-                f"run_dir={path!r} already holds a run (metrics.jsonl); give a new directory."
-            )
         self.path, self.config = path, config
         self._schedules = make_schedules(config)
         self._columns: list[str] | None = None
+        saved = os.path.join(path, "config.json")
+        if resume and os.path.exists(saved):
+            with open(saved) as f:
+                differ = _differences(json.load(f)["config"], _plain(config.to_dict()))
+            if differ:
+                raise ValueError(
+                    f"run_dir={path!r} holds a run with another config; differing fields: "
+                    f"{', '.join(differ)}. Resume with the same config, or use a new directory."
+                )
+            return
+        if os.path.exists(os.path.join(path, "metrics.jsonl")):
+            raise ValueError(
+                f"run_dir={path!r} already holds a run (metrics.jsonl); give a new directory "
+                "or resume it."
+            )
         _write_atomic(
             os.path.join(path, "config.json"),
             json.dumps({"config": config.to_dict(), "versions": versions()}, indent=2),
@@ -157,6 +183,27 @@ class MetricsWriter:
         writer.writerows(rows)
         with open(csv_path, "a") as f:
             f.write(buf.getvalue())
+
+    def keep_chunks_before(self, chunk: int) -> None:
+        """Drop the metrics rows of chunks >= `chunk` (logged after the checkpoint a resumed
+        run restarts from), rewriting both files atomically."""
+        jsonl = os.path.join(self.path, "metrics.jsonl")
+        if not os.path.exists(jsonl):
+            return
+        with open(jsonl) as f:
+            lines = [ln for ln in f if ln.strip() and json.loads(ln)["chunk"] < chunk]
+        _write_atomic(jsonl, "".join(lines))
+        csv_path = os.path.join(self.path, "metrics.csv")
+        if os.path.exists(csv_path):
+            with open(csv_path, newline="") as f:
+                reader = csv.DictReader(f)
+                self._columns = list(reader.fieldnames or [])
+                rows = [r for r in reader if int(r["chunk"]) < chunk]
+            buf = io.StringIO()
+            writer = csv.DictWriter(buf, self._columns, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+            _write_atomic(csv_path, buf.getvalue())
 
     def finish(self, summary: dict, params: Any) -> dict:
         """Write summary.json: `summary` with each seed's `params_sha256`; returns it."""

@@ -18,7 +18,7 @@ import numpy as np
 import tqdm
 from jax.sharding import PartitionSpec as P
 
-from jaxrl_fast import parallel, seeds
+from jaxrl_fast import checkpoint, parallel, seeds
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.envs import Env
 from jaxrl_fast.loop import ChunkMetrics, RunnerState, TrainFns, make_train
@@ -133,6 +133,9 @@ def train(
     env: Env | None = None,
     devices: Sequence[jax.Device] | None = None,
     run_dir: str | os.PathLike | None = None,
+    resume: bool = False,
+    checkpoint_every: int | None = None,
+    keep: int = 3,
 ) -> TrainResult:
     """Train `config.num_seeds` agents in one compiled program and evaluate them.
 
@@ -153,7 +156,14 @@ def train(
         batch differently), not bitwise; learning amplifies such differences over a long run.
       run_dir: a new directory for the run's files (`jaxrl_fast.metrics`): config.json with
         the library versions, metrics.jsonl / metrics.csv (a row per chunk per seed, written as
-        chunks end) and summary.json with each seed's `params_sha256`.
+        chunks end), summary.json with each seed's `params_sha256`, and `checkpoints/`
+        (orbax) of the whole train state.
+      resume: continue the run in `run_dir` from its newest checkpoint (same config, else a
+        `ValueError` naming the differing fields); the remaining chunks give bitwise the
+        parameters of a run that never stopped (gymnax envs). Without a checkpoint it starts.
+      checkpoint_every: env steps per seed between checkpoints (rounded to whole chunks;
+        default: about 10% of the run); the last chunk is always saved.
+      keep: checkpoints kept (the newest).
 
     Returns:
       A `TrainResult`.
@@ -167,7 +177,25 @@ def train(
     devices = list(devices) if devices is not None else jax.local_devices()
     run = config if isinstance(config, ResolvedRun) else resolve(config, env=env, device=devices[0])
     _warn_if_few_chunks(run.config)
-    directory = None if run_dir is None else MetricsWriter(run_dir, run.config)
+    if run_dir is None and resume:
+        raise ValueError("resume=True needs run_dir: the directory of the run to continue.")
+    if keep < 1:
+        raise ValueError(f"keep={keep}: must be >= 1 (checkpoints kept).")
+    if checkpoint_every is not None and checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every={checkpoint_every}: must be >= 1 env steps.")
+    if run_dir is not None:
+        _check_checkpointable(run.config)
+    directory = None if run_dir is None else MetricsWriter(run_dir, run.config, resume=resume)
+    saver = None
+    if directory is not None:
+        steps_per_chunk = run.config.blocks_per_chunk * run.config.train_frequency
+        every = checkpoint_every or max(1, run.config.total_env_steps // 10)
+        saver = _Saver(
+            checkpoint.manager(os.path.join(directory.path, "checkpoints"), keep),
+            max(1, round(every / steps_per_chunk)),
+            resume,
+            directory,
+        )
     if directory is not None:
         user_on_chunk = on_chunk
 
@@ -179,7 +207,7 @@ def train(
     fns = make_train(run)
     try:
         compiled = _compile(fns, devices)
-        result = _run(fns, compiled, wall, progress=progress, on_chunk=on_chunk)
+        result = _run(fns, compiled, wall, progress=progress, on_chunk=on_chunk, saver=saver)
     finally:
         fns.buffer.close()
     if directory is not None:
@@ -346,8 +374,36 @@ class ChunkLog:
         self.bar.update(env_steps - self.bar.n)  # the first chunk's include the prefill
 
 
+class _Saver(NamedTuple):
+    """Checkpointing for one run: the orbax manager, chunks between saves, whether to resume."""
+
+    manager: Any
+    every_chunks: int
+    resume: bool
+    metrics: MetricsWriter
+
+
+def _check_checkpointable(config: TrainConfig) -> None:
+    if config.env.is_envpool:
+        raise ValueError(
+            "run_dir (checkpoints) supports gymnax envs for now: envpool cannot save its "
+            f"emulators' state, and EnvConfig.name={config.env.name!r} is an envpool env."
+        )
+    if config.replay.l3 != "off":
+        raise ValueError(
+            f"run_dir (checkpoints) does not save the L3 tier yet: ReplayConfig.l3="
+            f"{config.replay.l3!r}; use l3='off' with run_dir."
+        )
+
+
 def _run(
-    fns: TrainFns, compiled: _Compiled, wall: float, *, progress: bool, on_chunk
+    fns: TrainFns,
+    compiled: _Compiled,
+    wall: float,
+    *,
+    progress: bool,
+    on_chunk,
+    saver: _Saver | None = None,
 ) -> TrainResult:
     """Run init and every chunk, log them, evaluate, and gather the `TrainResult`."""
     config = fns.run.config
@@ -367,15 +423,32 @@ def _run(
             bar.write(line)
     log = ChunkLog(fns, bar, on_chunk, t)
     steps_per_chunk = config.blocks_per_chunk * config.train_frequency
-    env_steps, pending = config.learning_starts, None
-    # Dispatch chunk k+1 before reading chunk k's metrics, so the device never waits on the host.
-    for chunk in range(config.chunks):
+    env_steps, pending, start = config.learning_starts, None, 0
+    if saver is not None and saver.resume:
+        step = checkpoint.latest(saver.manager)
+        if step is not None:
+            runner, record = checkpoint.restore(saver.manager, step, runner)
+            log.history, env_steps, start = list(record["history"]), record["env_steps"], step
+            saver.metrics.keep_chunks_before(step)
+            bar.update(env_steps)
+            if progress:
+                bar.write(f"resumed after chunk {step} ({env_steps:,} env steps per seed)")
+    # Dispatch chunk k+1 before reading chunk k's metrics, so the device never waits on the host
+    # (except after a chunk that is checkpointed: the next chunk donates the saved buffers).
+    for chunk in range(start, config.chunks):
         runner, metrics = compiled.run_chunk(runner)
         env_steps += steps_per_chunk
         if pending is not None:
             log.record(*pending)
         pending = (chunk, metrics, env_steps)
-    log.record(*pending)
+        done = chunk + 1
+        if saver is not None and (done % saver.every_chunks == 0 or done == config.chunks):
+            log.record(*pending)
+            pending = None
+            record = {"env_steps": env_steps, "history": log.history}
+            checkpoint.save(saver.manager, done, runner, record)
+    if pending is not None:
+        log.record(*pending)
     jax.block_until_ready(runner)
     run_time = time.perf_counter() - t
     first_chunk_time = log.history[0]["elapsed_s"]

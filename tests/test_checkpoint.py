@@ -1,0 +1,136 @@
+"""Checkpoints and exact resume: an interrupted run, resumed, ends bitwise where an
+uninterrupted one does."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from conftest import tiny_config
+
+from jaxrl_fast.train import train
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop_at(chunk):
+    def on_chunk(rec):
+        if rec["chunk"] == chunk:
+            raise _Stop
+
+    return on_chunk
+
+
+def _hashes(path):
+    with open(os.path.join(path, "summary.json")) as f:
+        return [s["params_sha256"] for s in json.load(f)["seeds"]]
+
+
+def _rows(path):
+    with open(os.path.join(path, "metrics.jsonl")) as f:
+        return [(r["chunk"], r["seed_index"]) for r in map(json.loads, f)]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    path = tmp_path_factory.mktemp("full")
+    result = train(tiny_config(), progress=False, run_dir=path, checkpoint_every=200, keep=2)
+    return result, path
+
+
+def test_resumed_run_ends_bitwise_where_the_uninterrupted_one_does(uninterrupted, tmp_path):
+    full, full_path = uninterrupted
+    cfg = full.config
+    assert cfg.chunks == 4 and cfg.blocks_per_chunk * cfg.train_frequency == 200
+    with pytest.raises(_Stop):  # dies while logging chunk 2: chunks 0 and 1 are saved
+        train(cfg, progress=False, run_dir=tmp_path, checkpoint_every=200, on_chunk=_stop_at(2))
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["1", "2"]
+    resumed = train(cfg, progress=False, run_dir=tmp_path, resume=True, checkpoint_every=200)
+    assert _hashes(tmp_path) == _hashes(full_path)
+    assert len(set(_hashes(tmp_path))) == 2  # the seeds differ
+    assert resumed.final_return.tolist() == full.final_return.tolist()
+    assert [h["env_steps"] for h in resumed.history] == [280, 480, 680, 880]
+    assert _rows(tmp_path) == _rows(full_path) == [(c, s) for c in range(4) for s in range(2)]
+
+
+def test_keep_bounds_the_checkpoints(uninterrupted):
+    _, path = uninterrupted
+    assert sorted(os.listdir(path / "checkpoints")) == ["3", "4"]  # keep=2 of 4 saves
+
+
+def test_resume_of_a_finished_run_only_evaluates(uninterrupted):
+    full, path = uninterrupted
+    before = _hashes(path)
+    again = train(full.config, progress=False, run_dir=path, resume=True, checkpoint_every=200)
+    assert _hashes(path) == before
+    assert again.final_return.tolist() == full.final_return.tolist()
+    assert len(again.history) == 4 and _rows(path) == [(c, s) for c in range(4) for s in range(2)]
+
+
+def test_resume_with_another_config_names_the_fields(uninterrupted):
+    full, path = uninterrupted
+    other = full.config.replace(dqn={"learning_rate": 5e-4}, seed=3)
+    with pytest.raises(ValueError, match=r"differing fields: dqn\.learning_rate, seed\."):
+        train(other, progress=False, run_dir=path, resume=True)
+
+
+def test_bad_checkpoint_arguments_are_refused():
+    with pytest.raises(ValueError, match=r"resume=True needs run_dir"):
+        train(tiny_config(), progress=False, resume=True)
+    with pytest.raises(ValueError, match=r"keep=0: must be >= 1"):
+        train(tiny_config(), progress=False, run_dir="unused", keep=0)
+    with pytest.raises(ValueError, match=r"checkpoint_every=0: must be >= 1"):
+        train(tiny_config(), progress=False, run_dir="unused", checkpoint_every=0)
+    assert not os.path.exists("unused")
+
+
+def test_cli_resume_continues_the_run_dir(tmp_path, capsys):
+    from jaxrl_fast.cli import main
+
+    args = ["train", "--env", "probe-chain", "--total-env-steps", "1200", "--learning-starts"]
+    args += ["200", "--num-chunks", "2", "--eval-episodes", "2", "--no-progress"]
+    assert main([*args, "--run-dir", str(tmp_path), "--checkpoint-every", "500"]) == 0
+    before = _hashes(tmp_path)
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["1", "2"]
+    assert main([*args, "--resume", str(tmp_path)]) == 0  # finished: nothing left to run
+    assert _hashes(tmp_path) == before
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+
+
+_KILLED_RUN = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[2])
+from conftest import tiny_config
+from jaxrl_fast.train import train
+
+def on_chunk(rec):
+    if rec["chunk"] == 2:  # logged, not yet saved: the newest checkpoint is chunk 1's
+        os.kill(os.getpid(), signal.SIGKILL)
+
+train(tiny_config(), progress=False, run_dir=sys.argv[1], checkpoint_every=200, on_chunk=on_chunk)
+"""
+
+
+def test_sigkill_mid_run_loses_nothing_saved_and_resumes_exactly(uninterrupted, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    full, full_path = uninterrupted
+    tests = os.path.dirname(__file__)
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILLED_RUN, str(tmp_path), tests],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == ["1", "2"]
+    assert _rows(tmp_path)[-1] == (2, 1)  # chunk 2 was logged before the kill
+    train(full.config, progress=False, run_dir=tmp_path, resume=True, checkpoint_every=200)
+    assert _hashes(tmp_path) == _hashes(full_path)
+    assert _rows(tmp_path) == [(c, s) for c in range(4) for s in range(2)]
