@@ -15,7 +15,7 @@ complete, so a run killed during a save keeps the previous checkpoint.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -69,3 +69,64 @@ def restore(mngr, step: int, like: Any) -> tuple[Any, dict]:
         return jax.device_put(value, x.sharding)
 
     return jax.tree.map(place, out["state"], like), dict(out["record"])
+
+
+class Checkpointer:
+    """One run's checkpoints: where, how often (in chunks), how many, and whether to resume.
+
+    Raises (at construction, before anything compiles):
+      ValueError: `keep < 1`, `every_env_steps < 1`, or a run it cannot save yet (envpool envs,
+        whose emulator state cannot be saved; the L3 tier).
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        config: Any,
+        *,
+        every_env_steps: int | None,
+        keep: int,
+        resume: bool,
+    ) -> None:
+        if keep < 1:
+            raise ValueError(f"keep={keep}: must be >= 1 (checkpoints kept).")
+        if every_env_steps is not None and every_env_steps < 1:
+            raise ValueError(f"checkpoint_every={every_env_steps}: must be >= 1 env steps.")
+        if config.env.is_envpool:
+            raise ValueError(
+                "run_dir (checkpoints) supports gymnax envs for now: envpool cannot save its "
+                f"emulators' state, and EnvConfig.name={config.env.name!r} is an envpool env."
+            )
+        if config.replay.l3 != "off":
+            raise ValueError(
+                f"run_dir (checkpoints) does not save the L3 tier yet: ReplayConfig.l3="
+                f"{config.replay.l3!r}; use l3='off' with run_dir."
+            )
+        steps_per_chunk = config.blocks_per_chunk * config.train_frequency
+        every = every_env_steps or max(1, config.total_env_steps // 10)
+        self.every_chunks = max(1, round(every / steps_per_chunk))
+        self.chunks, self.resume = config.chunks, resume
+        self._where, self._keep, self._manager = directory, keep, None
+
+    @property
+    def manager(self):
+        """The orbax manager, made on first use (so that a refused run creates nothing)."""
+        if self._manager is None:
+            self._manager = manager(self._where, self._keep)
+        return self._manager
+
+    def restore_latest(self, like: Any) -> tuple[Any, dict, int] | None:
+        """`(runner, record, chunks_done)` from the newest checkpoint when resuming, else None."""
+        step = latest(self.manager) if self.resume else None
+        if step is None:
+            return None
+        runner, record = restore(self.manager, step, like)
+        return runner, record, step
+
+    def after_chunk(self, chunks_done: int, runner: Any, record: Callable[[], dict]) -> bool:
+        """Save when `chunks_done` is due (every `every_chunks`, and the last); `record()` gives
+        the JSON record, called only when saving. Returns whether it saved."""
+        if chunks_done % self.every_chunks and chunks_done != self.chunks:
+            return False
+        save(self.manager, chunks_done, runner, record())
+        return True

@@ -179,23 +179,16 @@ def train(
     _warn_if_few_chunks(run.config)
     if run_dir is None and resume:
         raise ValueError("resume=True needs run_dir: the directory of the run to continue.")
-    if keep < 1:
-        raise ValueError(f"keep={keep}: must be >= 1 (checkpoints kept).")
-    if checkpoint_every is not None and checkpoint_every < 1:
-        raise ValueError(f"checkpoint_every={checkpoint_every}: must be >= 1 env steps.")
-    if run_dir is not None:
-        _check_checkpointable(run.config)
-    directory = None if run_dir is None else MetricsWriter(run_dir, run.config, resume=resume)
     saver = None
-    if directory is not None:
-        steps_per_chunk = run.config.blocks_per_chunk * run.config.train_frequency
-        every = checkpoint_every or max(1, run.config.total_env_steps // 10)
-        saver = _Saver(
-            checkpoint.manager(os.path.join(directory.path, "checkpoints"), keep),
-            max(1, round(every / steps_per_chunk)),
-            resume,
-            directory,
+    if run_dir is not None:
+        saver = checkpoint.Checkpointer(
+            os.path.join(os.fspath(run_dir), "checkpoints"),
+            run.config,
+            every_env_steps=checkpoint_every,
+            keep=keep,
+            resume=resume,
         )
+    directory = None if run_dir is None else MetricsWriter(run_dir, run.config, resume=resume)
     if directory is not None:
         user_on_chunk = on_chunk
 
@@ -207,7 +200,15 @@ def train(
     fns = make_train(run)
     try:
         compiled = _compile(fns, devices)
-        result = _run(fns, compiled, wall, progress=progress, on_chunk=on_chunk, saver=saver)
+        result = _run(
+            fns,
+            compiled,
+            wall,
+            progress=progress,
+            on_chunk=on_chunk,
+            saver=saver,
+            metrics=directory,
+        )
     finally:
         fns.buffer.close()
     if directory is not None:
@@ -374,28 +375,6 @@ class ChunkLog:
         self.bar.update(env_steps - self.bar.n)  # the first chunk's include the prefill
 
 
-class _Saver(NamedTuple):
-    """Checkpointing for one run: the orbax manager, chunks between saves, whether to resume."""
-
-    manager: Any
-    every_chunks: int
-    resume: bool
-    metrics: MetricsWriter
-
-
-def _check_checkpointable(config: TrainConfig) -> None:
-    if config.env.is_envpool:
-        raise ValueError(
-            "run_dir (checkpoints) supports gymnax envs for now: envpool cannot save its "
-            f"emulators' state, and EnvConfig.name={config.env.name!r} is an envpool env."
-        )
-    if config.replay.l3 != "off":
-        raise ValueError(
-            f"run_dir (checkpoints) does not save the L3 tier yet: ReplayConfig.l3="
-            f"{config.replay.l3!r}; use l3='off' with run_dir."
-        )
-
-
 def _run(
     fns: TrainFns,
     compiled: _Compiled,
@@ -403,7 +382,8 @@ def _run(
     *,
     progress: bool,
     on_chunk,
-    saver: _Saver | None = None,
+    saver: checkpoint.Checkpointer | None = None,
+    metrics: MetricsWriter | None = None,
 ) -> TrainResult:
     """Run init and every chunk, log them, evaluate, and gather the `TrainResult`."""
     config = fns.run.config
@@ -424,15 +404,15 @@ def _run(
     log = ChunkLog(fns, bar, on_chunk, t)
     steps_per_chunk = config.blocks_per_chunk * config.train_frequency
     env_steps, pending, start = config.learning_starts, None, 0
-    if saver is not None and saver.resume:
-        step = checkpoint.latest(saver.manager)
-        if step is not None:
-            runner, record = checkpoint.restore(saver.manager, step, runner)
-            log.history, env_steps, start = list(record["history"]), record["env_steps"], step
-            saver.metrics.keep_chunks_before(step)
-            bar.update(env_steps)
-            if progress:
-                bar.write(f"resumed after chunk {step} ({env_steps:,} env steps per seed)")
+    restored = None if saver is None else saver.restore_latest(runner)
+    if restored is not None:
+        runner, record, start = restored
+        log.history, env_steps = list(record["history"]), record["env_steps"]
+        if metrics is not None:
+            metrics.keep_chunks_before(start)
+        bar.update(env_steps)
+        if progress:
+            bar.write(f"resumed after chunk {start} ({env_steps:,} env steps per seed)")
     # Dispatch chunk k+1 before reading chunk k's metrics, so the device never waits on the host
     # (except after a chunk that is checkpointed: the next chunk donates the saved buffers).
     for chunk in range(start, config.chunks):
@@ -441,12 +421,14 @@ def _run(
         if pending is not None:
             log.record(*pending)
         pending = (chunk, metrics, env_steps)
-        done = chunk + 1
-        if saver is not None and (done % saver.every_chunks == 0 or done == config.chunks):
-            log.record(*pending)
-            pending = None
-            record = {"env_steps": env_steps, "history": log.history}
-            checkpoint.save(saver.manager, done, runner, record)
+        if saver is not None:
+
+            def record(pending=pending, env_steps=env_steps):
+                log.record(*pending)  # the saved chunk log includes this chunk
+                return {"env_steps": env_steps, "history": log.history}
+
+            if saver.after_chunk(chunk + 1, runner, record):
+                pending = None
     if pending is not None:
         log.record(*pending)
     jax.block_until_ready(runner)
