@@ -17,6 +17,7 @@ import tempfile
 from typing import Sequence
 
 from jaxrl_fast import presets
+from jaxrl_fast.paths import writable_dir
 
 # Replay options of `plan`: argparse dests named as their ReplayConfig fields.
 _REPLAY_FIELDS = (
@@ -100,14 +101,7 @@ def _train(args: argparse.Namespace) -> int:
     run = resolve(config)
     config = run.config
     if args.out is not None:
-        if os.path.exists(args.out) and not os.path.isdir(args.out):
-            raise ValueError(f"--out {args.out!r} is an existing file; give a directory path")
-        try:
-            os.makedirs(args.out, exist_ok=True)
-        except OSError as e:
-            raise ValueError(f"--out {args.out!r} cannot be created: {e.strerror}") from e
-        if not os.access(args.out, os.W_OK):
-            raise ValueError(f"--out {args.out!r} is not writable")
+        writable_dir(args.out, "--out")
     print(
         f"jaxrl-fast: training {config.env.name} ({args.preset} preset), {config.num_seeds} "
         f"seed(s) x {config.total_env_steps:,} env steps, {config.env.num_envs} envs per seed",

@@ -13,6 +13,8 @@ import os
 
 import jax
 
+from jaxrl_fast.paths import writable_dir
+
 ENV_VAR = "JAXRL_FAST_CACHE_DIR"
 
 
@@ -37,13 +39,7 @@ def enable(path: str | None = None, *, min_compile_time_s: float = 0.5) -> str:
     Raises:
       ValueError: the directory cannot be created or written.
     """
-    path = path or default_dir()
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"compilation cache dir {path!r} cannot be created: {err}") from err
-    if not os.access(path, os.W_OK):
-        raise ValueError(f"compilation cache dir {path!r} is not writable; set {ENV_VAR}.")
+    path = writable_dir(path or default_dir(), "compilation cache dir", f"Set {ENV_VAR}.")
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", min_compile_time_s)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

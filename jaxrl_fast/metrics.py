@@ -29,6 +29,7 @@ import jax
 import numpy as np
 
 from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.paths import writable_dir
 from jaxrl_fast.schedules import make_schedules
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "gymnax", "envpool", "jaxrl-fast")
@@ -111,20 +112,12 @@ class MetricsWriter:
     """Writes one run directory's files; `train(config, run_dir=...)` drives it.
 
     Raises (at construction, before anything compiles):
-      ValueError: `path` is an existing file, or a directory that cannot be written, or already
-        holds a run (a `metrics.jsonl`); resuming is not supported yet.
+      ValueError: `path` is an existing file or cannot be written; without `resume`, it already
+        holds a run (a `metrics.jsonl`); with `resume`, its run has another config.
     """
 
     def __init__(self, path: str | os.PathLike, config: TrainConfig, resume: bool = False) -> None:
-        path = os.fspath(path)
-        if os.path.exists(path) and not os.path.isdir(path):
-            raise ValueError(f"run_dir={path!r} is an existing file; give a directory path.")
-        try:
-            os.makedirs(path, exist_ok=True)
-        except OSError as e:
-            raise ValueError(f"run_dir={path!r} cannot be created: {e.strerror}.") from e
-        if not os.access(path, os.W_OK):
-            raise ValueError(f"run_dir={path!r} is not writable.")
+        path = writable_dir(path, "run_dir")
         self.path, self.config = path, config
         self._schedules = make_schedules(config)
         self._columns: list[str] | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import jax
 import pytest
 from conftest import tiny_config
 
@@ -13,7 +14,7 @@ from jaxrl_fast.train import train
 
 
 class _Stop(Exception):
-    pass
+    """Raised from `on_chunk` to stop a run mid-way."""
 
 
 def _stop_at(chunk):
@@ -104,6 +105,8 @@ def test_cli_resume_continues_the_run_dir(tmp_path, capsys):
 _KILLED_RUN = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[2])
+from jaxrl_fast import parallel
+parallel.use_cpu_cores(int(sys.argv[3]))  # the parent's devices: bitwise needs the same layout
 from conftest import tiny_config
 from jaxrl_fast.train import train
 
@@ -123,7 +126,7 @@ def test_sigkill_mid_run_loses_nothing_saved_and_resumes_exactly(uninterrupted, 
     full, full_path = uninterrupted
     tests = os.path.dirname(__file__)
     proc = subprocess.run(
-        [sys.executable, "-c", _KILLED_RUN, str(tmp_path), tests],
+        [sys.executable, "-c", _KILLED_RUN, str(tmp_path), tests, str(len(jax.devices()))],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,0 +1,35 @@
+"""Directories the library writes to: made if missing, refused with a one-line error if not."""
+
+from __future__ import annotations
+
+import os
+
+
+def writable_dir(path: str | os.PathLike, name: str, hint: str = "") -> str:
+    """Make directory `path` (and its parents) if missing and check that it can be written.
+
+    Args:
+      path: the directory.
+      name: how the error names it, e.g. "run_dir" or "--out".
+      hint: appended to the not-writable error (what to do instead).
+
+    Returns:
+      `path` as a string.
+
+    Raises:
+      ValueError: `path` is an existing file, cannot be created, or cannot be written.
+
+      >>> import tempfile
+      >>> writable_dir(tempfile.mkdtemp(), "run_dir") != ""
+      True
+    """
+    path = os.fspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{name}={path!r} is an existing file; give a directory path.")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"{name}={path!r} cannot be created: {e.strerror or e}.") from e
+    if not os.access(path, os.W_OK):
+        raise ValueError(f"{name}={path!r} is not writable.{' ' + hint if hint else ''}")
+    return path
