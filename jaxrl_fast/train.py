@@ -7,7 +7,6 @@ for the same seed. The loop itself is `jaxrl_fast.loop`.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import os
 import time
 import warnings
@@ -25,104 +24,8 @@ from jaxrl_fast.loop import ChunkMetrics, RunnerState, TrainFns, make_train
 from jaxrl_fast.metrics import MetricsWriter
 from jaxrl_fast.precision import PrecisionPolicy
 from jaxrl_fast.resolve import ResolvedRun, resolve
+from jaxrl_fast.result import TrainResult
 from jaxrl_fast.seeds import SEED_AXIS
-
-
-@dataclasses.dataclass
-class TrainResult:
-    """What `train` returns.
-
-    Attributes:
-      config: the run's config.
-      runner: final `RunnerState` (device arrays; `runner.seeds.agent.params` are the weights).
-      final_return: `[S]` mean evaluation return over `eval_episodes` episodes at the end
-        (greedy, or epsilon-greedy with `eval_epsilon`).
-      train_return: `[S]` mean training-episode return over the last chunk (epsilon-greedy).
-      history: one dict per chunk (env steps, per-seed means of return, loss, Q, |TD|).
-      env_steps: env steps per seed (prefill included).
-      compile_time_s: seconds the run waited on compilation: init and run_chunk, plus the part
-        of the evaluation's compile (which runs in a background thread while the chunks run)
-        not yet done when the last chunk ended.
-      run_time_s: seconds running init and all chunks (the prefill included), compile excluded.
-      first_chunk_time_s: the part of `run_time_s` up to the end of the first chunk (init, the
-        prefill, which runs in the first chunk, and that chunk's training blocks).
-      eval_time_s: seconds running the final evaluation.
-      wall_time_s: whole call, compile included.
-      num_devices: devices the seeds were spread over.
-      precision: the precision policy the run used, in words (`PrecisionPolicy.describe`).
-      fp32_fallback_env_steps: env steps (per seed) at the end of the chunk in which the compute
-        switched to fp32, or None if it never did.
-    """
-
-    config: TrainConfig
-    runner: RunnerState
-    final_return: np.ndarray
-    train_return: np.ndarray
-    history: list[dict]
-    env_steps: int
-    compile_time_s: float
-    run_time_s: float
-    first_chunk_time_s: float
-    eval_time_s: float
-    wall_time_s: float
-    num_devices: int = 1
-    precision: str = ""
-    fp32_fallback_env_steps: int | None = None
-
-    @property
-    def env_steps_per_s(self) -> float:
-        """Aggregate env steps per second over all seeds, compile excluded."""
-        return self.config.num_seeds * self.env_steps / max(self.run_time_s, 1e-9)
-
-    @property
-    def train_env_steps_per_s(self) -> float:
-        """Aggregate env steps per second of the training phase: the chunks after the first (which
-        holds the prefill); with one chunk, its training steps over the whole run."""
-        c = self.config
-        steps_per_chunk = c.blocks_per_chunk * c.train_frequency
-        if c.chunks == 1:
-            return c.num_seeds * steps_per_chunk / max(self.run_time_s, 1e-9)
-        steps = c.num_seeds * steps_per_chunk * (c.chunks - 1)
-        return steps / max(self.run_time_s - self.first_chunk_time_s, 1e-9)
-
-    def summary(self) -> dict:
-        """JSON-ready summary: per-seed final returns and the run's timings."""
-        return {
-            "env": self.config.env.name,
-            "num_seeds": self.config.num_seeds,
-            "num_devices": self.num_devices,
-            "env_steps_per_seed": self.env_steps,
-            "seeds": [
-                {
-                    "seed_index": i,
-                    "final_return": _num(self.final_return[i]),
-                    "train_return": _num(self.train_return[i]),
-                }
-                for i in range(self.config.num_seeds)
-            ],
-            "mean_final_return": _num(np.nanmean(self.final_return))
-            if np.isfinite(self.final_return).any()
-            else None,
-            "wall_time_s": self.wall_time_s,
-            "compile_time_s": self.compile_time_s,
-            "run_time_s": self.run_time_s,
-            "eval_time_s": self.eval_time_s,
-            "env_steps_per_s": self.env_steps_per_s,
-            "train_env_steps_per_s": self.train_env_steps_per_s,
-            "precision": self.precision,
-            "fp32_fallback_env_steps": self.fp32_fallback_env_steps,
-            "config": self.config.to_dict(),
-        }
-
-
-def _num(x) -> float | None:
-    x = float(x)
-    return x if np.isfinite(x) else None
-
-
-def _num(x) -> float | None:
-    x = float(x)
-    return x if np.isfinite(x) else None
 
 
 def train(
