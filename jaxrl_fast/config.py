@@ -509,7 +509,12 @@ class TrainConfig:
       seed: base seed; seed i of the run uses `split(key(seed), num_seeds)[i]`.
       num_chunks: host calls the training is split into (progress, NaN checks); None picks a
         divisor of the number of blocks near 20. Results do not depend on it.
-      eval_episodes: evaluation episodes per seed at the end of training.
+      eval_episodes: evaluation episodes per seed at the end of training (and at each
+        `eval_every`); 0 skips evaluation (nothing is compiled for it, final returns are None).
+      eval_every: evaluate every this many env steps per seed during training, at the end of
+        the first chunk that reaches each multiple (and at the end), with the same evaluation
+        keys every time; None: only at the end. Host-side only: the training numbers do not
+        depend on it.
       seed_loop: how the seeds of one program run: "vmap" (batched: one program step steps
         every seed at once), "map" (`lax.map`: one seed after another inside the program) or
         "auto" (map on CPU for the Nature torso, where a batch of seeds runs no faster per
@@ -543,6 +548,7 @@ class TrainConfig:
     seed: int = 0
     num_chunks: int | None = None
     eval_episodes: int = 10
+    eval_every: int | None = None
     eval_epsilon: float = 0.0
     seed_loop: str = "auto"
     prng_impl: str = "threefry2x32"
@@ -568,6 +574,17 @@ class TrainConfig:
             _is_int(self.eval_episodes) and self.eval_episodes >= 0,
             "an int >= 0",
         )
+        _require(
+            self,
+            "eval_every",
+            self.eval_every is None or (_is_int(self.eval_every) and self.eval_every > 0),
+            "None or a positive int (env steps per seed)",
+        )
+        if self.eval_every is not None and self.eval_episodes == 0:
+            raise ValueError(
+                f"TrainConfig.eval_every={self.eval_every} needs eval_episodes >= 1 (it is 0: "
+                "no evaluation); set eval_episodes, or eval_every=None."
+            )
         _require(self, "seed_loop", self.seed_loop in _SEED_LOOPS, f"one of {_SEED_LOOPS}")
         _require(self, "prng_impl", self.prng_impl in PRNG_IMPLS, f"one of {PRNG_IMPLS}")
         _require(

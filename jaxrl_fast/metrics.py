@@ -6,12 +6,16 @@ and a summary.
     DIR/metrics.jsonl  one JSON object per chunk per seed, appended and flushed as chunks end
     DIR/metrics.csv    the same rows (the `replay` counters flattened to `replay.NAME` columns)
     DIR/summary.json   `TrainResult.summary()` plus each seed's `params_sha256`
+    DIR/rliable.npz    evaluation returns per seed (final, and per evaluated chunk) as arrays
+                       rliable reads (`export_scores`)
 
 A row holds: chunk, seed_index, env_steps (per seed, at the chunk's end), elapsed_s, episode
 return / length / count, loss, q, abs_td, skipped updates, loss_scale, fp32_fallback, epsilon and
-learning rate at the chunk's end, and the buffer's report for the chunk. Files are written
-whole through a temporary file and `os.replace` (config.json, summary.json) or appended a line at
-a time (metrics), so a killed run leaves every chunk it logged.
+learning rate at the chunk's end, eval_return (the seed's evaluation return when the chunk was
+evaluated, `TrainConfig.eval_every`, else null) and the buffer's report for the chunk. Files
+are written whole through a temporary file and `os.replace` (config.json, summary.json,
+rliable.npz) or appended a line at a time (metrics), so a killed run leaves every chunk it
+logged.
 """
 
 from __future__ import annotations
@@ -157,6 +161,8 @@ class MetricsWriter:
             row = {"chunk": common["chunk"], "seed_index": i}
             row.update({k: v for k, v in common.items() if k != "chunk"})
             row.update({f: _json_value(rec[f][i]) for f in SEED_FIELDS})
+            evaluation = rec.get("eval_return")  # absent: the chunk was not evaluated
+            row["eval_return"] = None if evaluation is None else _json_value(evaluation[i])
             row.update(replay)
             rows.append(row)
         return rows
@@ -198,11 +204,42 @@ class MetricsWriter:
             writer.writerows(rows)
             _write_atomic(csv_path, buf.getvalue())
 
-    def finish(self, summary: dict, params: Any) -> dict:
-        """Write summary.json: `summary` with each seed's `params_sha256`; returns it."""
+    def finish(self, summary: dict, params: Any, history: list[dict] | None = None) -> dict:
+        """Write summary.json (`summary` with each seed's `params_sha256`) and rliable.npz
+        (`export_scores`, from the chunk log `history`); returns the summary written."""
+        if history is not None:
+            export_scores(os.path.join(self.path, "rliable.npz"), summary, history)
         summary = dict(summary)
         summary["seeds"] = [
             {**s, "params_sha256": params_sha256(params, s["seed_index"])} for s in summary["seeds"]
         ]
         _write_atomic(os.path.join(self.path, "summary.json"), json.dumps(summary, indent=2))
         return summary
+
+
+def export_scores(path: str, summary: dict, history: list[dict]) -> None:
+    """Write the run's evaluation returns as arrays that rliable takes as they are.
+
+    `path` (an .npz) holds `final`: `[S, 1]` final evaluation returns (runs x tasks, one task:
+    this env; NaN where not evaluated), `curve`: `[S, 1, T]` the evaluation returns at each of
+    the T evaluated chunks (`eval_every`), `env_steps`: `[T]` env steps per seed at those
+    chunks, and `task`: the env name. For rliable, `{"ours": npz["final"]}` is a score dict
+    (`rly.get_interval_estimates`), and `npz["curve"]` one algorithm's curve.
+    """
+    final = np.array(
+        [[np.nan if s["final_return"] is None else s["final_return"]] for s in summary["seeds"]],
+        np.float64,
+    )
+    evaluated = [r for r in history if r.get("eval_return") is not None]
+    curve = np.zeros((len(final), 1, len(evaluated)))
+    for t, r in enumerate(evaluated):
+        curve[:, 0, t] = r["eval_return"]
+    tmp = f"{path}.tmp-{os.getpid()}.npz"
+    np.savez(
+        tmp,
+        final=final,
+        curve=curve,
+        env_steps=np.array([r["env_steps"] for r in evaluated], np.int64),
+        task=np.array(summary["env"]),
+    )
+    os.replace(tmp, path)

@@ -28,7 +28,9 @@ class TrainResult:
       run_time_s: seconds running init and all chunks (the prefill included), compile excluded.
       first_chunk_time_s: the part of `run_time_s` up to the end of the first chunk (init, the
         prefill, which runs in the first chunk, and that chunk's training blocks).
-      eval_time_s: seconds running the final evaluation.
+      eval_time_s: seconds waiting on the final evaluation after the last chunk (with
+        `eval_every`, it is dispatched right after that chunk, so part of it may already be done
+        and counted in `run_time_s`, as are the evaluations during training).
       wall_time_s: whole call, compile included.
       num_devices: devices the seeds were spread over.
       precision: the precision policy the run used, in words (`PrecisionPolicy.describe`).

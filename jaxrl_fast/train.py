@@ -115,7 +115,7 @@ def train(
     finally:
         fns.buffer.close()
     if directory is not None:
-        directory.finish(result.summary(), result.runner.seeds.agent.params)
+        directory.finish(result.summary(), result.runner.seeds.agent.params, result.history)
     return result
 
 
@@ -191,10 +191,13 @@ def _compile(fns: TrainFns, devices: Sequence[Any]) -> _Compiled:
     abstract = init_jit.eval_shape(keys)
     run_chunk = jax.jit(run_fn, donate_argnums=0).lower(abstract).compile()
     compile_s = time.perf_counter() - t
-    # Needed only after the last chunk: compile it while the chunks run.
-    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jaxrl_fast-compile")
-    evaluate = pool.submit(lambda: jax.jit(eval_fn).lower(abstract, eval_keys).compile())
-    pool.shutdown(wait=False)
+    if config.eval_episodes == 0:  # no evaluation: nothing to compile
+        evaluate = concurrent.futures.Future()
+        evaluate.set_result(lambda runner, keys: np.full(config.num_seeds, np.nan, np.float32))
+    else:  # needed after the first evaluated chunk: compile it while the chunks run
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jaxrl_fast-compile")
+        evaluate = pool.submit(lambda: jax.jit(eval_fn).lower(abstract, eval_keys).compile())
+        pool.shutdown(wait=False)
     return _Compiled(init, run_chunk, evaluate, keys, eval_keys, len(used), compile_s)
 
 
@@ -243,10 +246,14 @@ class ChunkLog:
         self.bar, self.on_chunk, self.start = bar, on_chunk, start
         self.history: list[dict] = []
         self.fallback_at: int | None = None
+        self.last_eval: float | None = None  # mean over seeds of the latest evaluation
         self._counters: dict | None = None
 
-    def record(self, chunk: int, metrics: ChunkMetrics, env_steps: int) -> None:
-        """Log chunk `chunk`, whose end is `env_steps` env steps per seed."""
+    def record(
+        self, chunk: int, metrics: ChunkMetrics, env_steps: int, evaluation: Any = None
+    ) -> None:
+        """Log chunk `chunk`, whose end is `env_steps` env steps per seed, and its `[S]`
+        evaluation returns (an array, or None where the chunk was not evaluated)."""
         m = jax.device_get(metrics)
         check_finite(m, chunk, env_steps, self.config, self.precision)
         if self.fallback_at is None and np.any(m.fp32_fallback):
@@ -261,6 +268,9 @@ class ChunkLog:
         elapsed = time.perf_counter() - self.start
         rec = {"chunk": chunk, "env_steps": env_steps, "elapsed_s": elapsed}
         rec.update({f: np.asarray(getattr(m, f)).tolist() for f in ChunkMetrics._fields[:-1]})
+        if evaluation is not None:
+            rec["eval_return"] = np.asarray(evaluation, dtype=np.float64).tolist()
+            self.last_eval = float(np.mean(rec["eval_return"]))
         replay = self.report(m.replay, self._counters)
         if replay:
             rec["replay"] = replay
@@ -274,8 +284,36 @@ class ChunkLog:
         rets = np.asarray(m.episode_return)
         sps = self.config.num_seeds * env_steps / max(elapsed, 1e-9)
         mean_ret = float(np.nanmean(rets)) if np.isfinite(rets).any() else float("nan")
-        self.bar.set_postfix_str(f"env-steps/s={sps:,.0f} return={mean_ret:.1f}", refresh=False)
+        text = f"env-steps/s={sps:,.0f} return={mean_ret:.1f}"
+        if self.last_eval is not None:
+            text += f" eval={self.last_eval:.1f}"
+        self.bar.set_postfix_str(text, refresh=False)
         self.bar.update(env_steps - self.bar.n)  # the first chunk's include the prefill
+
+
+def _eval_due(config: TrainConfig, before: int, after: int) -> bool:
+    """Whether the chunk from `before` to `after` env steps (per seed) is evaluated: it is the
+    last, or it reaches a multiple of `eval_every`."""
+    if config.eval_every is None:
+        return False
+    return (
+        after >= config.total_env_steps or after // config.eval_every > before // config.eval_every
+    )
+
+
+class _Evaluator:
+    """Calls the evaluation (compiling in the background) on a runner; counts the time spent
+    waiting for its compile."""
+
+    def __init__(self, compiled: _Compiled) -> None:
+        self.compiled, self.compile_wait_s, self._fn = compiled, 0.0, None
+
+    def __call__(self, runner: RunnerState):
+        if self._fn is None:
+            t = time.perf_counter()
+            self._fn = self.compiled.evaluate.result()
+            self.compile_wait_s += time.perf_counter() - t
+        return self._fn(runner, self.compiled.eval_keys)
 
 
 def _run(
@@ -318,12 +356,20 @@ def _run(
             bar.write(f"resumed after chunk {start} ({env_steps:,} env steps per seed)")
     # Dispatch chunk k+1 before reading chunk k's metrics, so the device never waits on the host
     # (except after a chunk that is checkpointed: the next chunk donates the saved buffers).
+    # An evaluation is dispatched after the chunk it evaluates and before the next one, which
+    # donates the runner it reads (the runtime orders the two).
+    evaluator = _Evaluator(compiled)
+    final = None
     for chunk in range(start, config.chunks):
         runner, metrics = compiled.run_chunk(runner)
+        due = _eval_due(config, env_steps, env_steps + steps_per_chunk)
         env_steps += steps_per_chunk
+        evaluation = evaluator(runner) if due else None
+        if chunk + 1 == config.chunks:
+            final = evaluation
         if pending is not None:
             log.record(*pending)
-        pending = (chunk, metrics, env_steps)
+        pending = (chunk, metrics, env_steps, evaluation)
         if saver is not None:
 
             def record(pending=pending, env_steps=env_steps):
@@ -339,12 +385,10 @@ def _run(
     first_chunk_time = log.history[0]["elapsed_s"]
     bar.close()
 
-    t = time.perf_counter()
-    evaluate = compiled.evaluate.result()
-    compile_time = compiled.compile_time_s + time.perf_counter() - t
-    t = time.perf_counter()
-    final_return = np.asarray(evaluate(runner, compiled.eval_keys))
-    eval_time = time.perf_counter() - t
+    t, waited = time.perf_counter(), evaluator.compile_wait_s
+    final_return = np.asarray(evaluator(runner) if final is None else final)
+    eval_time = time.perf_counter() - t - (evaluator.compile_wait_s - waited)
+    compile_time = compiled.compile_time_s + evaluator.compile_wait_s
     return TrainResult(
         config=config,
         runner=runner,
