@@ -1,9 +1,13 @@
-"""Command line: `jaxrl-fast train | plan | presets | envs`.
+"""Command line: `jaxrl-fast train | plan | plot | presets | envs`.
 
 Examples:
   jaxrl-fast train                                  # CartPole-v1, default preset, 1 seed
   jaxrl-fast train --preset cartpole-cleanrl --seeds 8 --out runs/cleanrl
   jaxrl-fast train --env Breakout-MinAtar --preset minatar-breakout --total-env-steps 210000
+  jaxrl-fast train --preset minatar-breakout --seeds 8 --run-dir runs/breakout --eval-every 50000
+  jaxrl-fast train --resume runs/breakout             # continue it after a restart
+  jaxrl-fast train --set dqn.learning_rate=1e-4 --dqn.gamma 0.98 --print-config
+  jaxrl-fast plot runs/breakout runs/other --out curves.png
   jaxrl-fast plan --preset minatar-breakout --seeds 8 --capacity large --device-memory 16GB
 """
 
@@ -19,6 +23,7 @@ from typing import Sequence
 from jaxrl_fast import presets
 from jaxrl_fast.paths import writable_dir
 
+_FIELD_DEST = "field:"  # argparse dest prefix of the generated field options
 # Replay options of `plan`: argparse dests named as their ReplayConfig fields.
 _REPLAY_FIELDS = (
     "capacity",
@@ -34,10 +39,30 @@ _REPLAY_FIELDS = (
 )
 
 
+def _base_config(args: argparse.Namespace):
+    """The config the options change: the preset; when resuming without --preset, the run's
+    own config.json."""
+    from jaxrl_fast import options
+    from jaxrl_fast.config import TrainConfig
+
+    if args.preset is None and getattr(args, "resume", None) is not None:
+        saved = os.path.join(args.resume, "config.json")
+        if os.path.exists(saved):
+            return options.apply(TrainConfig(), options.load_file(saved))
+    return presets.get(args.preset or presets.DEFAULT)
+
+
 def _build_config(args: argparse.Namespace):
+    """The run's config: the preset (or the resumed run's), then --config FILE, then the short
+    options (--env, --seeds, --capacity, ...), then the field options (--dqn.learning-rate ...),
+    then --set FIELD=VALUE; later ones win."""
+    from jaxrl_fast import options
+
     if getattr(args, "l3", None) == "disk" and getattr(args, "spill_dir", None) is None:
         args.spill_dir = tempfile.gettempdir()  # where L3 files go by default
-    config = presets.get(args.preset)
+    config = _base_config(args)
+    if args.config is not None:
+        config = options.apply(config, options.load_file(args.config))
     changes: dict = {}
     env_changes: dict = {}
     if args.env is not None:
@@ -46,11 +71,6 @@ def _build_config(args: argparse.Namespace):
         env_changes["num_envs"] = args.num_envs
     if env_changes:
         changes["env"] = env_changes
-    fields = ("total_env_steps", "learning_starts", "seed", "num_chunks", "eval_episodes")
-    for field in (*fields, "eval_epsilon", "seed_loop", "prng_impl"):
-        value = getattr(args, field, None)
-        if value is not None:
-            changes[field] = value
     if args.seeds is not None:
         changes["num_seeds"] = args.seeds
     replay_changes = {
@@ -73,7 +93,14 @@ def _build_config(args: argparse.Namespace):
         precision_changes["fallback"] = False
     if precision_changes:
         changes["precision"] = precision_changes
-    return config.replace(**changes)
+    config = config.replace(**changes)
+    given = {
+        f.name: options.parse_value(text, f)
+        for f in options.fields()
+        if (text := getattr(args, _FIELD_DEST + f.name, None)) is not None
+    }
+    given.update(options.parse_set(args.set or []))
+    return options.apply(config, given)
 
 
 def _int_or_text(text: str) -> int | str:
@@ -100,10 +127,13 @@ def _train(args: argparse.Namespace) -> int:
     # resolved run (env, precision, seed and conv choices, replay rows) is what `train` runs
     run = resolve(config)
     config = run.config
+    if args.print_config:
+        print(json.dumps(config.to_dict(), indent=2))
+        return 0
     if args.out is not None:
         writable_dir(args.out, "--out")
     print(
-        f"jaxrl-fast: training {config.env.name} ({args.preset} preset), {config.num_seeds} "
+        f"jaxrl-fast: training {config.env.name} ({_source(args)}), {config.num_seeds} "
         f"seed(s) x {config.total_env_steps:,} env steps, {config.env.num_envs} envs per seed",
         flush=True,
     )
@@ -116,6 +146,7 @@ def _train(args: argparse.Namespace) -> int:
         resume=args.resume is not None,
         checkpoint_every=args.checkpoint_every,
         keep=args.keep,
+        force_config=args.force_config,
     )
     summary = result.summary()
     print("\nseed   final eval return  last training return")
@@ -129,6 +160,8 @@ def _train(args: argparse.Namespace) -> int:
         f"eval {result.eval_time_s:.1f}s)  {result.env_steps_per_s:,.0f} env-steps/s over all seeds"
         f" on {result.num_devices} device(s)"
     )
+    if config.eval_episodes == 0:
+        print("final evaluation: skipped (eval_episodes=0)")
     print(result.precision)
     if result.fp32_fallback_env_steps is not None:
         print(f"precision: switched to fp32 by env step {result.fp32_fallback_env_steps:,}")
@@ -143,6 +176,12 @@ def _train(args: argparse.Namespace) -> int:
             json.dump(result.history, f)
         print(f"wrote {path}")
     return 0
+
+
+def _source(args: argparse.Namespace) -> str:
+    if args.preset is None and args.resume is not None:
+        return f"the config of {args.resume}"
+    return f"{args.preset or presets.DEFAULT} preset"
 
 
 def _fmt_value(value) -> str:
@@ -186,7 +225,22 @@ def _envs(args: argparse.Namespace) -> int:
 def _add_run_args(parser: argparse.ArgumentParser) -> None:
     """Add the options `train` and `plan` share: preset, env, seeds, envs per seed."""
     parser.add_argument(
-        "--preset", default=presets.DEFAULT, help=f"one of {', '.join(presets.names())}"
+        "--preset",
+        help=f"one of {', '.join(presets.names())} (default {presets.DEFAULT}; with --resume, the "
+        "resumed run's config)",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="JSON of config fields (nested, any subset; or a run directory's config.json), "
+        "applied over the preset",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        metavar="FIELD=VALUE",
+        help="set any config field by its dotted name, e.g. --set dqn.learning_rate=1e-4 "
+        "(repeatable; applied last)",
     )
     parser.add_argument("--env", help="env name (see `jaxrl-fast envs`); overrides the preset's")
     parser.add_argument("--seeds", type=int, help="independent seeds trained together (vmapped)")
@@ -215,29 +269,34 @@ def _add_replay_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_field_args(parser: argparse.ArgumentParser) -> None:
+    """Add one option per config field (`jaxrl_fast.options`), grouped by part."""
+    from jaxrl_fast import options
+
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for f in options.fields():
+        part = f.name.rsplit(".", 1)[0] if "." in f.name else "run"
+        if part not in groups:
+            title = "TrainConfig" if part == "run" else f"TrainConfig.{part}"
+            groups[part] = parser.add_argument_group(
+                f"{title} fields",
+                "override the preset, --config and the short options above; defaults are the "
+                "dataclass's (a preset may set others: --print-config shows the resolved run)",
+            )
+        groups[part].add_argument(
+            f.option,
+            dest=_FIELD_DEST + f.name,
+            metavar=options.metavar(f),
+            help=options.help_text(f),
+        )
+
+
 def make_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the `jaxrl-fast` command."""
     parser = argparse.ArgumentParser(prog="jaxrl-fast", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train DQN agents in one compiled program")
     _add_run_args(t)
-    t.add_argument("--seed", type=int, help="base random seed")
-    t.add_argument("--total-env-steps", type=int, help="env steps per seed, prefill included")
-    t.add_argument("--learning-starts", type=int, help="env steps before the first update")
-    t.add_argument("--num-chunks", type=int, help="host calls (progress updates) per run")
-    t.add_argument("--eval-episodes", type=int, help="evaluation episodes per seed")
-    t.add_argument(
-        "--eval-epsilon", type=float, help="exploration rate while evaluating (0 = greedy)"
-    )
-    t.add_argument(
-        "--seed-loop",
-        help="seeds batched (vmap), one after another (map), or auto (map on CPU for Atari)",
-    )
-    t.add_argument(
-        "--prng-impl",
-        help="random-number generator: threefry2x32 (default), rbg or unsafe_rbg (faster compile, "
-        "other random streams)",
-    )
     t.add_argument("--out", help="directory for summary.json and history.json")
     t.add_argument(
         "--run-dir",
@@ -258,6 +317,16 @@ def make_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--keep", type=int, default=3, help="checkpoints kept (default 3)")
     t.add_argument(
+        "--force-config",
+        action="store_true",
+        help="with --resume: accept a config that differs in fields that change no array "
+        "shape (learning rate, gamma, schedules, evaluation; config.RESUME_OVERRIDABLE); the "
+        "resumed run is then no longer bitwise the uninterrupted one",
+    )
+    t.add_argument(
+        "--print-config", action="store_true", help="print the resolved config as JSON and exit"
+    )
+    t.add_argument(
         "--precision", help="network compute dtype: auto (per device), fp32, bf16 or fp16"
     )
     t.add_argument("--loss-scale", help="auto, dynamic, none or static:<value>")
@@ -273,6 +342,7 @@ def make_parser() -> argparse.ArgumentParser:
         "default ~/.cache/jaxrl_fast/xla)",
     )
     _add_replay_args(t)
+    _add_field_args(t)
     t.set_defaults(func=_train)
     m = sub.add_parser(
         "plan",
@@ -287,6 +357,9 @@ def make_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--json", action="store_true", help="print the plan as JSON")
     m.set_defaults(func=_plan)
+    from jaxrl_fast import plot
+
+    plot.add_parser(sub)
     p = sub.add_parser("presets", help="list presets")
     p.set_defaults(func=_presets)
     e = sub.add_parser("envs", help="list env names")

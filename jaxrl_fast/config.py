@@ -19,6 +19,29 @@ PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 _CONV_IMPLS = ("auto", "conv", "patches", "conv_patches_grad", "conv_canonical_grads")
 _MATMUL = ("default", "high", "highest")
 _LR_SCHEDULES = ("constant", "linear")
+# Fields a resumed run may change (`train(..., force_config=True)`, `--force-config`): they
+# change constants of the compiled program or the evaluation, never an array's shape, the
+# optimiser state's structure or the chunking of the run.
+RESUME_OVERRIDABLE = (
+    "dqn.gamma",
+    "dqn.learning_rate",
+    "dqn.adam_eps",
+    "dqn.double_q",
+    "dqn.loss",
+    "dqn.huber_delta",
+    "dqn.tau",
+    "schedule.epsilon_start",
+    "schedule.epsilon_end",
+    "schedule.epsilon_fraction",
+    "schedule.lr_schedule",
+    "schedule.lr_end_fraction",
+    "replay.alpha",
+    "replay.beta",
+    "replay.priority_eps",
+    "eval_episodes",
+    "eval_every",
+    "eval_epsilon",
+)
 
 
 def _require(cfg: object, name: str, ok: bool, allowed: str) -> None:

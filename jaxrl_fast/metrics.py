@@ -32,7 +32,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.config import RESUME_OVERRIDABLE, TrainConfig
 from jaxrl_fast.paths import writable_dir
 from jaxrl_fast.schedules import make_schedules
 
@@ -120,7 +120,13 @@ class MetricsWriter:
         holds a run (a `metrics.jsonl`); with `resume`, its run has another config.
     """
 
-    def __init__(self, path: str | os.PathLike, config: TrainConfig, resume: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        config: TrainConfig,
+        resume: bool = False,
+        force_config: bool = False,
+    ) -> None:
         path = writable_dir(path, "run_dir")
         self.path, self.config = path, config
         self._schedules = make_schedules(config)
@@ -128,11 +134,31 @@ class MetricsWriter:
         saved = os.path.join(path, "config.json")
         if resume and os.path.exists(saved):
             with open(saved) as f:
-                differ = _differences(json.load(f)["config"], _plain(config.to_dict()))
-            if differ:
+                before = json.load(f)
+            differ = _differences(before["config"], _plain(config.to_dict()))
+            fixed = [d for d in differ if d not in RESUME_OVERRIDABLE]
+            if differ and (fixed or not force_config):
+                if force_config:
+                    what = (
+                        f"differing fields that force_config cannot accept (they change shapes "
+                        f"or the run's chunking): {', '.join(fixed)}"
+                    )
+                else:
+                    what = f"differing fields: {', '.join(differ)}"
+                    if not fixed:
+                        what += "; force_config=True (--force-config) accepts these"
                 raise ValueError(
-                    f"run_dir={path!r} holds a run with another config; differing fields: "
-                    f"{', '.join(differ)}. Resume with the same config, or use a new directory."
+                    f"run_dir={path!r} holds a run with another config; {what}. Resume with "
+                    "the same config, or use a new directory."
+                )
+            if differ:  # forced: the new config, and what changed when, in config.json
+                forced = before.get("forced", []) + [{"fields": differ, "config": before["config"]}]
+                _write_atomic(
+                    saved,
+                    json.dumps(
+                        {"config": config.to_dict(), "versions": versions(), "forced": forced},
+                        indent=2,
+                    ),
                 )
             return
         if os.path.exists(os.path.join(path, "metrics.jsonl")):

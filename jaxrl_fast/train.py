@@ -39,6 +39,7 @@ def train(
     resume: bool = False,
     checkpoint_every: int | None = None,
     keep: int = 3,
+    force_config: bool = False,
 ) -> TrainResult:
     """Train `config.num_seeds` agents in one compiled program and evaluate them.
 
@@ -67,6 +68,9 @@ def train(
       checkpoint_every: env steps per seed between checkpoints (rounded to whole chunks;
         default: about 10% of the run); the last chunk is always saved.
       keep: checkpoints kept (the newest).
+      force_config: when resuming, accept a config that differs from the run's in fields of
+        `config.RESUME_OVERRIDABLE` only (no shape changes); config.json then records the change
+        under "forced", and the run is no longer bitwise the uninterrupted one.
 
     Returns:
       A `TrainResult`.
@@ -91,7 +95,11 @@ def train(
             keep=keep,
             resume=resume,
         )
-    directory = None if run_dir is None else MetricsWriter(run_dir, run.config, resume=resume)
+    directory = (
+        None
+        if run_dir is None
+        else MetricsWriter(run_dir, run.config, resume=resume, force_config=force_config)
+    )
     if directory is not None:
         user_on_chunk = on_chunk
 
