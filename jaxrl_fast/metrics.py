@@ -6,6 +6,8 @@ and a summary.
     DIR/metrics.jsonl  one JSON object per chunk per seed, appended and flushed as chunks end
     DIR/metrics.csv    the same rows (the `replay` counters flattened to `replay.NAME` columns)
     DIR/summary.json   `TrainResult.summary()` plus each seed's `params_sha256`
+    DIR/tb/            TensorBoard event files of the same rows (with the `tb` extra,
+                       tensorboardX; `TensorBoard`)
     DIR/rliable.npz    evaluation returns per seed (final, and per evaluated chunk) as arrays
                        rliable reads (`export_scores`)
 
@@ -27,6 +29,8 @@ import io
 import json
 import math
 import os
+import sys
+import time
 from typing import Any
 
 import jax
@@ -131,6 +135,7 @@ class MetricsWriter:
         self.path, self.config = path, config
         self._schedules = make_schedules(config)
         self._columns: list[str] | None = None
+        self._tb = TensorBoard(os.path.join(path, "tb"), resume=resume)
         saved = os.path.join(path, "config.json")
         if resume and os.path.exists(saved):
             with open(saved) as f:
@@ -208,6 +213,7 @@ class MetricsWriter:
         writer.writerows(rows)
         with open(csv_path, "a") as f:
             f.write(buf.getvalue())
+        self._tb.log(rows)
 
     def keep_chunks_before(self, chunk: int) -> None:
         """Drop the metrics rows of chunks >= `chunk` (logged after the checkpoint a resumed
@@ -233,6 +239,7 @@ class MetricsWriter:
     def finish(self, summary: dict, params: Any, history: list[dict] | None = None) -> dict:
         """Write summary.json (`summary` with each seed's `params_sha256`) and rliable.npz
         (`export_scores`, from the chunk log `history`); returns the summary written."""
+        self._tb.close()
         if history is not None:
             export_scores(os.path.join(self.path, "rliable.npz"), summary, history)
         summary = dict(summary)
@@ -241,6 +248,65 @@ class MetricsWriter:
         ]
         _write_atomic(os.path.join(self.path, "summary.json"), json.dumps(summary, indent=2))
         return summary
+
+
+class TensorBoard:
+    """TensorBoard event files of a run's metrics rows, in `directory` (tensorboardX).
+
+    Each numeric column of a chunk's rows becomes `NAME/mean` (over seeds, NaN-aware) and
+    `NAME/seed_I`, at step = env steps per seed. A resumed run's writer purges the events at and
+    after the first chunk it logs again. Without tensorboardX, one line on stderr says how to get
+    it and nothing is written.
+    """
+
+    MISSING = (
+        "jaxrl-fast: no TensorBoard files (run_dir/tb/): tensorboardX is not installed; "
+        "pip install 'jaxrl-fast[tb]' to get them (metrics.jsonl and metrics.csv are written)."
+    )
+
+    def __init__(self, directory: str, resume: bool = False) -> None:
+        self.directory, self.resume, self._writer = directory, resume, None
+        try:
+            import tensorboardX  # noqa: F401
+        except ImportError:
+            self.available = False
+            print(self.MISSING, file=sys.stderr, flush=True)
+        else:
+            self.available = True
+
+    def log(self, rows: list[dict]) -> None:
+        """Write one chunk's rows (one per seed, as in metrics.jsonl) and flush."""
+        if not self.available:
+            return
+        step = rows[0]["env_steps"]
+        if self._writer is None:
+            from tensorboardX import SummaryWriter
+
+            self._writer = SummaryWriter(
+                self.directory,
+                purge_step=step if self.resume else None,
+                # a file of its own, even for a writer opened in the same second as the last
+                filename_suffix=f".{os.getpid()}.{time.time_ns()}",
+            )
+        for name, value in rows[0].items():
+            if name in ("chunk", "seed_index", "env_steps") or not _is_number(value):
+                continue
+            values = np.array([np.nan if r[name] is None else r[name] for r in rows], np.float64)
+            if np.isfinite(values).any():
+                self._writer.add_scalar(f"{name}/mean", float(np.nanmean(values)), step)
+            for i, v in enumerate(values):
+                if np.isfinite(v):
+                    self._writer.add_scalar(f"{name}/seed_{i}", float(v), step)
+        self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _is_number(x: Any) -> bool:
+    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
 
 
 def export_scores(path: str, summary: dict, history: list[dict]) -> None:
