@@ -5,6 +5,11 @@ capacity counted in rows.
 the builders would otherwise each answer again (which env, how many actions, which compute dtype,
 vmap or map, which convolution, how many L2 rows). `make_train`, `train` and the CLI take the
 `ResolvedRun`; nothing downstream re-creates the env or re-reads the backend.
+
+A replay that cannot fit is refused here, after the env's spec is known and before anything is
+allocated or compiled (`replay.sizing.check_fits`): an int `ReplayConfig.capacity` or a
+`TrainConfig.num_seeds` whose device tiers exceed the device's free memory, or an L3 larger than
+the free host RAM or spill-directory disk.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ import jax
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.envs import Env
 from jaxrl_fast.envs.seeded import SeededEnv, make_seeded, make_seeded_env
+from jaxrl_fast.parallel import seed_devices
 from jaxrl_fast.precision import PrecisionPolicy, resolve_precision
-from jaxrl_fast.replay.sizing import resolve_capacity
+from jaxrl_fast.replay.sizing import check_fits, resolve_capacity
 from jaxrl_fast.seeds import SeedChoices, resolve_choices
 
 
@@ -64,7 +70,8 @@ def resolve(
 
     Raises:
       ValueError: unknown env name, an env whose size does not match `EnvConfig.num_envs`, or a
-        replay capacity that does not fit.
+        replay that does not fit: the message names `ReplayConfig.capacity` (or `l3_capacity`)
+        and `TrainConfig.num_seeds`, the bytes needed and free, and values that fit.
       ImportError: an envpool env without the `atari` extra.
 
     Examples:
@@ -85,7 +92,17 @@ def resolve(
             f"({env.spec.num_envs} envs per seed"
             + ("; a pool env holds num_seeds x num_envs)." if env.single_device else ").")
         )
+    config = resolve_capacity(config, device=device, spec=env.spec)
+    check_fits(config, device=device, spec=env.spec, seed_devices=_spread(num_seeds, device))
     precision = resolve_precision(config.precision, device)
     choices = resolve_choices(config, str(device.platform))
-    config = resolve_capacity(config, device=device, spec=env.spec)
     return ResolvedRun(config=config, env=env, precision=precision, choices=choices, device=device)
+
+
+def _spread(num_seeds: int, device: Any) -> int:
+    """Devices the seeds of a run on `device` are spread over, as `train` does by default
+    (`parallel.seed_devices` over the local devices); 1 on a CPU, whose devices share host RAM."""
+    if device.platform == "cpu":
+        return 1
+    local = [d for d in jax.local_devices() if d.platform == device.platform]
+    return len(seed_devices(num_seeds, local)) if device in local else 1
