@@ -75,8 +75,9 @@ class Checkpointer:
     """One run's checkpoints: where, how often (in chunks), how many, and whether to resume.
 
     Raises (at construction, before anything compiles):
-      ValueError: `keep < 1`, `every_env_steps < 1`, or a run it cannot save yet (envpool envs,
-        whose emulator state cannot be saved; the L3 tier).
+      ValueError: `keep < 1`, `every_env_steps < 1`, or a run it cannot save yet (the L3
+        tier). envpool runs are saved whole, but their emulators cannot be: a resumed one
+        starts new games (`train`, `Buffer.restart_envs`).
     """
 
     def __init__(
@@ -92,11 +93,6 @@ class Checkpointer:
             raise ValueError(f"keep={keep}: must be >= 1 (checkpoints kept).")
         if every_env_steps is not None and every_env_steps < 1:
             raise ValueError(f"checkpoint_every={every_env_steps}: must be >= 1 env steps.")
-        if config.env.is_envpool:
-            raise ValueError(
-                "run_dir (checkpoints) supports gymnax envs for now: envpool cannot save its "
-                f"emulators' state, and EnvConfig.name={config.env.name!r} is an envpool env."
-            )
         if config.replay.l3 != "off":
             raise ValueError(
                 f"run_dir (checkpoints) does not save the L3 tier yet: ReplayConfig.l3="

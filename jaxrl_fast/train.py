@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import sys
 import time
 import warnings
 from typing import Any, Callable, NamedTuple, Sequence
@@ -299,6 +300,20 @@ class ChunkLog:
         self.bar.update(env_steps - self.bar.n)  # the first chunk's include the prefill
 
 
+def _restart_envs(fns: TrainFns, restored: RunnerState, fresh: RunnerState) -> RunnerState:
+    """A restored runner whose envs are `fresh`'s (just reset by `init`), for envs whose state
+    cannot be saved (envpool); the replay keeps its rows (`Buffer.restart_envs`)."""
+    axes = fns.buffer.seed_axes
+    restart = jax.jit(jax.vmap(fns.buffer.restart_envs, in_axes=(axes, axes), out_axes=axes))
+    seeds = restored.seeds._replace(
+        replay=restart(restored.seeds.replay, fresh.seeds.replay),
+        env_state=fresh.seeds.env_state,
+        obs=fresh.seeds.obs,
+    )
+    runner = restored._replace(seeds=seeds)
+    return jax.tree.map(lambda x, like: jax.device_put(x, like.sharding), runner, fresh)
+
+
 def _eval_due(config: TrainConfig, before: int, after: int) -> bool:
     """Whether the chunk from `before` to `after` env steps (per seed) is evaluated: it is the
     last, or it reaches a multiple of `eval_every`."""
@@ -355,7 +370,15 @@ def _run(
     env_steps, pending, start = config.learning_starts, None, 0
     restored = None if saver is None else saver.restore_latest(runner)
     if restored is not None:
-        runner, record, start = restored
+        fresh, (runner, record, start) = runner, restored
+        if config.env.is_envpool:
+            runner = _restart_envs(fns, runner, fresh)
+            tqdm.tqdm.write(
+                f"resume: envpool cannot save its emulators, so the {config.env.name} envs start "
+                f"new games; the replay is kept (its newest {config.replay.n_step} row(s) per "
+                "env leave sampling: their next observations were never stored)",
+                file=sys.stderr,
+            )
         log.history, env_steps = list(record["history"]), record["env_steps"]
         if metrics is not None:
             metrics.keep_chunks_before(start)

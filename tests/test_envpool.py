@@ -301,3 +301,40 @@ def test_cli_plan_counts_one_frame_per_row(capsys):
     assert main(["plan", "--preset", "atari-pong", "--device-memory", "16GB"]) == 0
     out = capsys.readouterr().out
     assert "7,071 B, one frame per row" in out and "100,000" in out
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_a_resumed_pong_run_restarts_its_games_and_keeps_its_replay(tmp_path, capsys):
+    """envpool cannot save emulators: a resumed run starts new games, keeps every stored row,
+    and takes the newest n_step rows (whose next observations were never stored) out of
+    sampling."""
+    from jaxrl_fast import checkpoint
+
+    cfg = _pong_config(total_env_steps=80 + 16 * 6, num_chunks=3, replay={"n_step": 3})
+
+    def stop_at_chunk_2(rec):
+        if rec["chunk"] == 2:
+            raise _Stop
+
+    with pytest.raises(_Stop):  # checkpoints after chunks 1 and 2; stopped logging chunk 3
+        train(cfg, progress=False, run_dir=tmp_path, checkpoint_every=1, on_chunk=stop_at_chunk_2)
+    result = train(cfg, progress=False, run_dir=tmp_path, resume=True)
+    assert "envs start new games; the replay is kept" in capsys.readouterr().err
+    assert [h["chunk"] for h in result.history] == [0, 1, 2]
+    np.testing.assert_array_equal(result.runner.seeds.agent.grad_steps, [cfg.total_updates] * 2)
+
+    mngr = checkpoint.manager(str(tmp_path / "checkpoints"), 3)
+    saved, _ = checkpoint.restore(mngr, 2, result.runner)  # the state the resume started from
+    before, after = saved.seeds.replay.ring, result.runner.seeds.replay.ring
+    pos = int(before.insert_pos)
+    assert 0 < pos < int(after.insert_pos) == (80 + 16 * 6) // 4  # one row per env step
+    kept = slice(0, pos - 3)
+    for name in ("obs", "action", "reward", "discount", "valid"):  # the stored rows, untouched
+        a, b = np.asarray(getattr(before, name)), np.asarray(getattr(after, name))
+        np.testing.assert_array_equal(a[:, kept], b[:, kept], err_msg=name)
+    assert np.asarray(before.valid)[:, pos - 3 : pos].any()  # rows that were valid ...
+    assert not np.asarray(after.valid)[:, pos - 3 : pos].any()  # ... now out of sampling
+    assert not np.asarray(after.valid)[:, pos : pos + 2].any()  # the new staging's placeholders

@@ -28,6 +28,11 @@ def _no_close() -> None:
     return None
 
 
+def _keep_state(state: Any, fresh: Any) -> Any:
+    del fresh
+    return state
+
+
 def require_resolved_capacity(config: ReplayConfig) -> None:
     """Raise a `ValueError` unless `config.capacity` is a number of rows (not a share)."""
     if not isinstance(config.capacity, int):
@@ -64,6 +69,10 @@ class Buffer(NamedTuple):
         kept). A no-op without L3.
       single_device: True when the host callbacks need all seeds on one device (L3 on: one
         ordered callback stream per program).
+      restart_envs: `(state, fresh) -> state` (one seed), for envs restarted outside the loop
+        (a resumed envpool run: emulators cannot be saved): the staging is taken from `fresh`
+        (an `init()` state) and the newest rows, whose bootstrap observations were never
+        written, leave sampling; every other stored row stays.
     """
 
     init: Callable[[], Any]
@@ -77,6 +86,7 @@ class Buffer(NamedTuple):
     report: Callable[[dict, dict | None], dict] = _no_report
     close: Callable[[], None] = _no_close
     single_device: bool = False
+    restart_envs: Callable[[Any, Any], Any] = _keep_state
 
     @property
     def has_spill(self) -> bool:

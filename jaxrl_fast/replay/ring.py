@@ -90,6 +90,18 @@ RING_SEED_AXES = RingState(
 )
 
 
+def forget_newest(state: RingState, count: int) -> RingState:
+    """`state` (one seed) with its newest `count` slots out of sampling (`valid = False`).
+
+    The newest `n_step` rows bootstrap from observations not yet written; when the envs
+    restart outside the loop (a resumed envpool run) those observations would come from new
+    games, so the rows are dropped instead.
+    """
+    slots = state.valid.shape[0]
+    index = (state.insert_pos - 1 - jnp.arange(count)) % slots
+    return state._replace(valid=state.valid.at[index].set(False))
+
+
 class Ring(NamedTuple):
     """The ring's pure functions. `slots = capacity // num_envs`; `lag = n_step`."""
 

@@ -23,7 +23,7 @@ from jaxrl_fast.replay import prioritised, staging
 from jaxrl_fast.replay.base import Buffer, require_resolved_capacity
 from jaxrl_fast.replay.l3 import L3, L3_SEED_AXES, make_l3
 from jaxrl_fast.replay.layout import dedup_stack
-from jaxrl_fast.replay.ring import RING_SEED_AXES, make_ring
+from jaxrl_fast.replay.ring import RING_SEED_AXES, forget_newest, make_ring
 from jaxrl_fast.types import Array, Batch, PRNGKey, Transition
 
 
@@ -178,7 +178,18 @@ def make_buffer(
         updates=None,
         l3=L3_SEED_AXES if tier is not None else None,
     )
-    fns = Buffer(init, add, sample, update_priorities, can_sample, seed_axes=seed_axes)
+    def restart_envs(state: ReplayState, fresh: ReplayState) -> ReplayState:
+        return state._replace(staging=fresh.staging, ring=forget_newest(state.ring, n))
+
+    fns = Buffer(
+        init,
+        add,
+        sample,
+        update_priorities,
+        can_sample,
+        seed_axes=seed_axes,
+        restart_envs=restart_envs,
+    )
     if tier is None:
         return fns
     return fns._replace(
