@@ -384,7 +384,10 @@ def _run(
             metrics.keep_chunks_before(start)
         bar.update(env_steps)
         if progress:
-            bar.write(f"resumed after chunk {start} ({env_steps:,} env steps per seed)")
+            bar.write(
+                f"resumed from the checkpoint after {start} of {config.chunks} chunks "
+                f"({env_steps:,} env steps per seed)"
+            )
     # Dispatch chunk k+1 before reading chunk k's metrics, so the device never waits on the host
     # (except after a chunk that is checkpointed: the next chunk donates the saved buffers).
     # An evaluation is dispatched after the chunk it evaluates and before the next one, which
