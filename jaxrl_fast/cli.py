@@ -43,12 +43,11 @@ def _base_config(args: argparse.Namespace):
     """The config the options change: the preset; when resuming without --preset, the run's
     own config.json."""
     from jaxrl_fast import options
-    from jaxrl_fast.config import TrainConfig
 
     if args.preset is None and getattr(args, "resume", None) is not None:
         saved = os.path.join(args.resume, "config.json")
         if os.path.exists(saved):
-            return options.apply(TrainConfig(), options.load_file(saved))
+            return options.from_dict(options.load_file(saved))
     return presets.get(args.preset or presets.DEFAULT)
 
 

@@ -185,6 +185,12 @@ def load_file(path: str | os.PathLike) -> dict[str, Any]:
     return flat
 
 
+def from_dict(data: dict[str, Any]) -> TrainConfig:
+    """A `TrainConfig` from nested JSON-ready data (`TrainConfig.to_dict()`, or any subset of
+    it over the defaults)."""
+    return apply(TrainConfig(), _flat(data))
+
+
 def differences(a: TrainConfig, b: TrainConfig) -> list[str]:
     """Dotted names of the fields where two configs differ."""
     fa, fb = _flat(a.to_dict()), _flat(b.to_dict())
