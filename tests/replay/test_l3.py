@@ -256,12 +256,12 @@ def test_unwritable_spill_dir(tmp_path, monkeypatch):
     ro = tmp_path / "ro"
     ro.mkdir(mode=0o500)
     if os.access(ro, os.W_OK):  # root writes anyway: make the probe file fail as it would
-        from jaxrl_fast.replay import spill
+        from jaxrl_fast.replay import spill_dirs
 
         def denied(*a, **k):
             raise PermissionError(13, "Permission denied")
 
-        monkeypatch.setattr(spill.tempfile, "TemporaryFile", denied)
+        monkeypatch.setattr(spill_dirs.tempfile, "TemporaryFile", denied)
     with pytest.raises(ValueError, match="writable directory \\(Permission denied"):
         make_buffer(_config(l3="disk", spill_dir=str(ro)), _example(), num_seeds=S, sync_every=SYNC)
 
