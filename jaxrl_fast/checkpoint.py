@@ -3,44 +3,150 @@
 The runner holds everything the loop carries: online and target parameters, optimiser state,
 loss-scale state, the replay (ring, PER tree, cursors, L1 staging), the env state, the PRNG keys
 and the block counter. A checkpoint is that tree after a chunk, with PRNG keys saved as their
-key data, plus a JSON record (chunks done, env steps, the chunk log so far). `run_chunk` is a
-pure function of the runner, so a run restored from chunk `k` and run to the end gives the same
-parameters, bit for bit, as the run that never stopped.
+key data, plus a JSON record: what the caller gives (chunks done, env steps, the chunk log so
+far), the number of devices the seeds were spread over, and a CRC-32 of every leaf. `run_chunk`
+is a pure function of the runner, so a run restored from chunk `k` and run to the end gives the
+same parameters, bit for bit, as the run that never stopped (on the same device layout).
 
 Saves are synchronous: the next chunk donates the runner's buffers, so no save may still read
-them when it starts. orbax writes each checkpoint to a temporary directory and renames it when
-complete, so a run killed during a save keeps the previous checkpoint.
+them when it starts. The arrays go to orbax as they are (on CPU, no host copy is made) and are
+written in data files of at most 16 MiB, so a save needs little memory beyond the state.
+
+What can go wrong, and what happens:
+
+* Killed during a save: orbax writes each checkpoint to `<step>.orbax-checkpoint-tmp` and renames
+  it when complete, so the previous checkpoints are intact; the next manager removes the
+  unfinished directory.
+* A save fails (a full disk): `save` removes the unfinished checkpoint and raises `OSError`
+  naming the directory and the step; the checkpoints before it are kept.
+* A damaged checkpoint (a truncated, deleted or garbled file; missing metadata):
+  `Checkpointer.restore_latest` warns and restores the one before; the damaged ones are renamed
+  to `<step>.unreadable` (kept, never picked again). Garbled array bytes that orbax reads
+  without an error are caught by the record's CRC-32s.
 """
 
 from __future__ import annotations
 
+import errno
+import math
 import os
-from typing import Any, Callable
+import re
+import shutil
+import time
+import warnings
+import zlib
+from typing import Any, Callable, Iterator
 
 import jax
 import numpy as np
+
+TMP_SUFFIX = ".orbax-checkpoint-tmp"  # orbax's name for a checkpoint still being written
+UNREADABLE_SUFFIX = ".unreadable"
+_DATA_FILE_BYTES = 16 << 20  # orbax data files (and chunks): bounds a save's buffers
+_CRC_BLOCK_BYTES = 64 << 20  # host bytes per CRC block where arrays cannot be read in place
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_DISK_FULL_TEXT = ("no space left on device", "disk quota exceeded", "file too large")
 
 
 def _is_key(x: Any) -> bool:
     return jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
+def _data(x: Any) -> Any:
+    return jax.random.key_data(x) if _is_key(x) else x
+
+
 def manager(directory: str, keep: int):
-    """An orbax `CheckpointManager` over `directory` keeping the last `keep` checkpoints."""
+    """An orbax `CheckpointManager` over `directory` keeping the last `keep` checkpoints; it
+    removes unfinished checkpoints (of a killed run) when made."""
     import orbax.checkpoint as ocp
 
-    options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False)
-    return ocp.CheckpointManager(os.path.abspath(directory), options=options)
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=keep, enable_async_checkpointing=False, cleanup_tmp_directories=True
+    )
+    handlers = {"state": ocp.PyTreeCheckpointHandler(), "record": ocp.JsonCheckpointHandler()}
+    where = os.path.abspath(directory)
+    return ocp.CheckpointManager(where, options=options, item_handlers=handlers)
 
 
-def save(mngr, chunks_done: int, runner: Any, record: dict) -> None:
-    """Save `runner` after `chunks_done` chunks, and `record` (JSON-ready), as that step."""
+def device_count(tree: Any) -> int:
+    """The number of devices `tree`'s arrays are spread over (the most of any leaf)."""
+    return max((len(x.sharding.device_set) for x in jax.tree.leaves(tree)), default=1)
+
+
+def save(mngr, chunks_done: int, runner: Any, record: dict, *, num_devices: int | None = None):
+    """Save `runner` after `chunks_done` chunks, and `record` (JSON-ready), as that step.
+
+    The saved record adds `num_devices` (default: the devices `runner` is spread over) and
+    `checksums` (a CRC-32 per leaf).
+
+    Raises:
+      OSError: the save failed writing (e.g. a full disk): the message names the directory and
+        step; the unfinished checkpoint is removed and the earlier ones are kept.
+    """
     import orbax.checkpoint as ocp
 
-    host = jax.tree.map(lambda x: np.asarray(jax.random.key_data(x) if _is_key(x) else x), runner)
-    args = ocp.args.Composite(state=ocp.args.StandardSave(host), record=ocp.args.JsonSave(record))
-    mngr.save(chunks_done, args=args)
-    mngr.wait_until_finished()
+    state = jax.tree.map(_data, runner)
+    record = dict(record, num_devices=num_devices or device_count(runner))
+    record["checksums"] = checksums(state)
+    args = ocp.args.Composite(
+        state=ocp.args.PyTreeSave(state, ocdbt_target_data_file_size=_DATA_FILE_BYTES),
+        record=ocp.args.JsonSave(record),
+    )
+    existed = chunks_done in mngr.all_steps()
+    try:
+        mngr.save(chunks_done, args=args, force=True)
+        mngr.wait_until_finished()
+    except Exception as err:
+        _discard(mngr, chunks_done, keep_final=existed)
+        code = _errno(err)
+        if code is None:
+            raise
+        hint = "; the disk may be full (or a quota or file-size limit was hit)"
+        kept = ", ".join(map(str, mngr.all_steps())) or "none"
+        raise OSError(
+            code,
+            f"checkpoint of chunk {chunks_done} to {mngr.directory} failed ({_one_line(err)})"
+            f"{hint if code in _DISK_FULL else ''}. The unfinished checkpoint was removed; the "
+            f"checkpoints kept (steps {kept}) are intact and a resume starts from the newest.",
+        ) from err
+
+
+def _discard(mngr, step: int, *, keep_final: bool) -> None:
+    """Remove what a failed save of `step` left: its temporary directory, and its final one
+    unless that was there before the save."""
+    root = os.fspath(mngr.directory)
+    for name in os.listdir(root):
+        final = name == str(step) and not keep_final
+        if final or re.fullmatch(rf"{step}{re.escape(TMP_SUFFIX)}.*", name):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    mngr.reload()
+
+
+def _errno(err: BaseException | None) -> int | None:
+    """The OS error number behind `err`: an `OSError` in its chain, or the code tensorstore
+    writes into its messages (`[os_error_code='28']`); None when it is no OS error."""
+    while err is not None:
+        if isinstance(err, OSError) and err.errno is not None:
+            return err.errno
+        found = re.search(r"os_error_code='?(\d+)", str(err))
+        if found:
+            return int(found.group(1))
+        if any(text in str(err).lower() for text in _DISK_FULL_TEXT):
+            return errno.ENOSPC
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def _one_line(err: BaseException, limit: int = 320) -> str:
+    """`err` as one line of at most `limit` characters: its start and its end, where
+    tensorstore says what failed (its messages carry their whole spec, dropped here)."""
+    text = re.sub(r" ?\[tensorstore_spec='.*?'\]", "", " ".join(str(err).split())).strip()
+    text = f"{type(err).__name__}: {text}"
+    if len(text) <= limit:
+        return text
+    half = (limit - 5) // 2
+    return f"{text[:half]} ... {text[-half:]}"
 
 
 def latest(mngr) -> int | None:
@@ -50,34 +156,134 @@ def latest(mngr) -> int | None:
 
 def restore(mngr, step: int, like: Any) -> tuple[Any, dict]:
     """Restore checkpoint `step` into a runner laid out as `like` (a runner from `init`: its
-    shardings and key implementations are used); returns `(runner, record)`."""
+    shardings and key implementations are used); returns `(runner, record)`.
+
+    Raises:
+      ValueError: a leaf does not match the CRC-32 saved with it (a damaged file); orbax's own
+        errors for missing or unreadable files.
+    """
     import orbax.checkpoint as ocp
 
-    def target(x):
-        data = jax.random.key_data(x) if _is_key(x) else x
-        return jax.ShapeDtypeStruct(data.shape, data.dtype)
-
+    target = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
+        jax.tree.map(_data, like),
+    )
     args = ocp.args.Composite(
-        state=ocp.args.StandardRestore(jax.tree.map(target, like)), record=ocp.args.JsonRestore()
+        state=ocp.args.PyTreeRestore(
+            target, restore_args=ocp.checkpoint_utils.construct_restore_args(target)
+        ),
+        record=ocp.args.JsonRestore(),
     )
     out = mngr.restore(step, args=args)
+    state, record = out["state"], dict(out["record"])
+    saved = record.get("checksums")  # checkpoints written before checksums have none
+    if saved is not None:
+        for path, crc in checksums(state).items():
+            if crc is not None and saved.get(path) is not None and saved[path] != crc:
+                raise ValueError(
+                    f"checkpoint {step}: leaf {path} does not match the CRC-32 saved with it "
+                    f"(a damaged array file)."
+                )
 
-    def place(saved, x):
-        value = np.asarray(saved)
+    def place(value, x):
         if _is_key(x):
-            value = jax.random.wrap_key_data(value, impl=jax.random.key_impl(x))
-        return jax.device_put(value, x.sharding)
+            return jax.device_put(
+                jax.random.wrap_key_data(value, impl=jax.random.key_impl(x)), x.sharding
+            )
+        return value
 
-    return jax.tree.map(place, out["state"], like), dict(out["record"])
+    return jax.tree.map(place, state, like), record
+
+
+def checksums(tree: Any) -> dict[str, int | None]:
+    """A CRC-32 of each leaf's bytes in C order, by leaf path; the same for any layout of the
+    leaf over devices. None for a leaf this process cannot read whole (multi-process)."""
+    return {
+        jax.tree_util.keystr(path): crc32(x)
+        for path, x in jax.tree_util.tree_leaves_with_path(tree)
+    }
+
+
+def crc32(x: jax.Array, *, in_place: bool | None = None) -> int | None:
+    """CRC-32 of `x`'s bytes in C order. Read in place (no copy) where every shard is on a CPU
+    device and the shards split only the leading axis; else in host blocks of at most 64 MiB.
+    `in_place=False` forces the blocks (tests); None where `x` is not fully addressable."""
+    if not x.is_fully_addressable:
+        return None
+    if in_place is None:
+        in_place = _readable_in_place(x)
+    crc = 0
+    for block in _shard_views(x) if in_place else _host_blocks(x):
+        crc = zlib.crc32(block.reshape(-1).view(np.uint8), crc)
+    return crc
+
+
+def _readable_in_place(x: jax.Array) -> bool:
+    return all(d.platform == "cpu" for d in x.sharding.device_set) and all(
+        all(s == slice(None) for s in shard.index[1:]) for shard in x.addressable_shards
+    )
+
+
+def _shard_views(x: jax.Array) -> Iterator[np.ndarray]:
+    """Zero-copy views of `x`'s shards (CPU), in order along the leading axis, one per rows."""
+    if x.ndim == 0:
+        yield np.asarray(x.addressable_shards[0].data)
+        return
+    seen = {}
+    for shard in x.addressable_shards:
+        seen.setdefault(shard.index[0].indices(x.shape[0])[0], shard)  # replicas: the first
+    for start in sorted(seen):
+        yield np.asarray(seen[start].data)
+
+
+def _host_blocks(x: jax.Array) -> Iterator[np.ndarray]:
+    """`x`'s values in C order as host arrays of at most `_CRC_BLOCK_BYTES` (one slice on
+    device each, so neither device nor host holds a second copy of `x`)."""
+    if x.nbytes <= _CRC_BLOCK_BYTES:
+        yield np.asarray(x.copy())  # np.asarray(x) itself would keep a host copy on `x`
+        return
+    for index in _block_index(x.shape, x.dtype.itemsize):
+        yield np.asarray(x[index])
+
+
+def _block_index(shape: tuple[int, ...], itemsize: int) -> Iterator[tuple]:
+    """Indices (ints, then one slice) covering `shape` in C order, each at most
+    `_CRC_BLOCK_BYTES` (or one element of the last axis)."""
+    if len(shape) == 1:
+        inner = itemsize
+    else:
+        inner = math.prod(shape[1:]) * itemsize
+    if inner > _CRC_BLOCK_BYTES:
+        for i in range(shape[0]):
+            for rest in _block_index(shape[1:], itemsize):
+                yield (i, *rest)
+        return
+    step = max(1, _CRC_BLOCK_BYTES // inner)
+    for i in range(0, shape[0], step):
+        yield (slice(i, min(i + step, shape[0])),)
 
 
 class Checkpointer:
-    """One run's checkpoints: where, how often (in chunks), how many, and whether to resume.
+    """One run's checkpoints: where, how often (in chunks and in wall time), how many, and
+    whether to resume.
+
+    Args:
+      directory: the checkpoints' directory (made on the first save or resume).
+      config: the run's `TrainConfig`.
+      every_env_steps: env steps per seed between checkpoints, rounded to whole chunks (None:
+        about every 10% of the run). The last chunk is always saved.
+      keep: checkpoints kept (the newest).
+      resume: whether `restore_latest` restores.
+      every_seconds: also save after a chunk that ends this many seconds (`clock`) after the
+        last save, or after the start when there was none; None: only `every_env_steps`.
+        Checkpoints come at chunk ends, so a chunk longer than this is not split.
+      num_devices: the devices the seeds are spread over, recorded in each checkpoint and
+        compared on resume (None: read from the runner's shardings).
+      clock: seconds, monotonic (tests pass a fake one).
 
     Raises (at construction, before anything compiles):
-      ValueError: `keep < 1`, `every_env_steps < 1`, or a run it cannot save yet (the L3
-        tier). envpool runs are saved whole, but their emulators cannot be: a resumed one
-        starts new games (`train`, `Buffer.restart_envs`).
+      ValueError: `keep < 1`, `every_env_steps < 1`, `every_seconds <= 0`, or a run it cannot
+        save yet (envpool envs, whose emulator state cannot be saved; the L3 tier).
     """
 
     def __init__(
@@ -88,11 +294,26 @@ class Checkpointer:
         every_env_steps: int | None,
         keep: int,
         resume: bool,
+        every_seconds: float | None = 600.0,
+        num_devices: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if keep < 1:
             raise ValueError(f"keep={keep}: must be >= 1 (checkpoints kept).")
         if every_env_steps is not None and every_env_steps < 1:
             raise ValueError(f"checkpoint_every={every_env_steps}: must be >= 1 env steps.")
+        if every_seconds is not None and not every_seconds > 0:
+            raise ValueError(
+                f"every_seconds={every_seconds!r}: must be > 0 seconds of wall time between "
+                f"checkpoints (or None: save by env steps only)."
+            )
+        if num_devices is not None and num_devices < 1:
+            raise ValueError(f"num_devices={num_devices}: must be >= 1 (or None: from the runner).")
+        if config.env.is_envpool:
+            raise ValueError(
+                "run_dir (checkpoints) supports gymnax envs for now: envpool cannot save its "
+                f"emulators' state, and EnvConfig.name={config.env.name!r} is an envpool env."
+            )
         if config.replay.l3 != "off":
             raise ValueError(
                 f"run_dir (checkpoints) does not save the L3 tier yet: ReplayConfig.l3="
@@ -101,8 +322,11 @@ class Checkpointer:
         steps_per_chunk = config.blocks_per_chunk * config.train_frequency
         every = every_env_steps or max(1, config.total_env_steps // 10)
         self.every_chunks = max(1, round(every / steps_per_chunk))
+        self.every_seconds, self.num_devices = every_seconds, num_devices
         self.chunks, self.resume = config.chunks, resume
         self._where, self._keep, self._manager = directory, keep, None
+        self._clock = clock
+        self._last_save = clock()
 
     @property
     def manager(self):
@@ -112,17 +336,73 @@ class Checkpointer:
         return self._manager
 
     def restore_latest(self, like: Any) -> tuple[Any, dict, int] | None:
-        """`(runner, record, chunks_done)` from the newest checkpoint when resuming, else None."""
-        step = latest(self.manager) if self.resume else None
-        if step is None:
+        """`(runner, record, chunks_done)` from the newest usable checkpoint when resuming, else
+        None (also when there is no checkpoint yet).
+
+        A checkpoint that cannot be restored gives a warning naming it and the error, and the
+        one before is tried; the unusable ones newer than the one restored are renamed to
+        `<step>.unreadable`. A checkpoint saved over another number of devices gives a warning:
+        the resumed run equals the uninterrupted one to float rounding, not bitwise.
+
+        Raises:
+          ValueError: there are checkpoints and none can be restored.
+        """
+        if not self.resume:
             return None
-        runner, record = restore(self.manager, step, like)
-        return runner, record, step
+        steps = sorted(self.manager.all_steps(), reverse=True)
+        unusable = []
+        for step in steps:
+            try:
+                runner, record = restore(self.manager, step, like)
+            except Exception as err:  # any damage: warn, then try the checkpoint before
+                warnings.warn(
+                    f"checkpoint {step} in {self._where} cannot be restored ({_one_line(err)}); "
+                    f"trying the one before.",
+                    stacklevel=2,
+                )
+                unusable.append(step)
+                continue
+            self._set_aside(unusable)
+            self._check_devices(step, record, like)
+            self._last_save = self._clock()
+            return runner, record, step
+        if steps:
+            raise ValueError(
+                f"resume: none of the checkpoints in {self._where} (steps "
+                f"{', '.join(map(str, steps))}) can be restored (the warnings above say why). "
+                f"Nothing was changed; to start the run over, use a new run_dir."
+            )
+        return None
+
+    def _set_aside(self, steps: list[int]) -> None:
+        root = os.fspath(self.manager.directory)
+        for step in steps:
+            target, n = os.path.join(root, f"{step}{UNREADABLE_SUFFIX}"), 1
+            while os.path.exists(target):
+                target, n = os.path.join(root, f"{step}{UNREADABLE_SUFFIX}.{n}"), n + 1
+            os.rename(os.path.join(root, str(step)), target)
+        if steps:
+            self.manager.reload()
+
+    def _check_devices(self, step: int, record: dict, like: Any) -> None:
+        saved, now = record.get("num_devices"), self.num_devices or device_count(like)
+        if saved is not None and saved != now:
+            warnings.warn(
+                f"checkpoint {step} was saved from a run spread over {saved} device(s) and this "
+                f"run uses {now}: the resumed run will equal an uninterrupted one to float "
+                f"rounding, not bitwise (bitwise needs the same device layout).",
+                stacklevel=3,
+            )
 
     def after_chunk(self, chunks_done: int, runner: Any, record: Callable[[], dict]) -> bool:
-        """Save when `chunks_done` is due (every `every_chunks`, and the last); `record()` gives
-        the JSON record, called only when saving. Returns whether it saved."""
-        if chunks_done % self.every_chunks and chunks_done != self.chunks:
+        """Save when `chunks_done` is due (every `every_chunks`, the last, or `every_seconds`
+        after the last save); `record()` gives the JSON record, called only when saving.
+        Returns whether it saved."""
+        due = chunks_done % self.every_chunks == 0 or chunks_done == self.chunks
+        if not due and self.every_seconds is not None:
+            due = self._clock() - self._last_save >= self.every_seconds
+        if not due:
             return False
-        save(self.manager, chunks_done, runner, record())
+        save(self.manager, chunks_done, runner, record(), num_devices=self.num_devices)
+        self._last_save = self._clock()
         return True

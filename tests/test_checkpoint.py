@@ -137,3 +137,94 @@ def test_sigkill_mid_run_loses_nothing_saved_and_resumes_exactly(uninterrupted, 
     train(full.config, progress=False, run_dir=tmp_path, resume=True, checkpoint_every=200)
     assert _hashes(tmp_path) == _hashes(full_path)
     assert _rows(tmp_path) == [(c, s) for c in range(4) for s in range(2)]
+
+
+_KILLED_MID_SAVE = """
+import os, re, signal, sys, threading, time
+sys.path.insert(0, sys.argv[2])
+from jaxrl_fast import parallel
+parallel.use_cpu_cores(int(sys.argv[3]))  # the parent's devices: bitwise needs the same layout
+from conftest import tiny_config
+from jaxrl_fast import checkpoint
+from jaxrl_fast.train import train
+
+run_dir, how = sys.argv[1], sys.argv[4]
+where = os.path.join(run_dir, "checkpoints")
+unfinished = re.compile(r"(\\d+)" + re.escape(checkpoint.TMP_SUFFIX) + ".*")
+
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+if how == "watch":  # poll every ~1 ms: die as soon as a save after the first has begun
+    def watch():
+        while True:
+            names = os.listdir(where) if os.path.isdir(where) else []
+            if any((m := unfinished.fullmatch(n)) and int(m.group(1)) > 1 for n in names):
+                die()
+            time.sleep(0.001)
+
+    threading.Thread(target=watch, daemon=True).start()
+else:  # "rename": every file of the save written, dies just before orbax renames it into place
+    from orbax.checkpoint._src.path import atomicity
+
+    finalize = atomicity.AtomicRenameTemporaryPath.finalize
+
+    async def finalize_or_die(self):
+        name = self.get_final().name
+        if name.isdigit() and int(name) > 1:
+            die()
+        return await finalize(self)
+
+    atomicity.AtomicRenameTemporaryPath.finalize = finalize_or_die
+
+train(tiny_config(), progress=False, run_dir=run_dir, checkpoint_every=200)
+"""
+
+
+@pytest.mark.parametrize("how", ["watch", "rename"])
+def test_sigkill_mid_save_keeps_the_previous_checkpoint_and_resumes_exactly(
+    uninterrupted, tmp_path, how
+):
+    """SIGKILL while checkpoint 2 is being written: as soon as its temporary directory appears
+    ("watch", a thread polling every ~1 ms), or with every file written just before orbax
+    renames it ("rename"). Checkpoint 1 survives, and the run resumed from it ends bitwise where
+    the uninterrupted one does."""
+    import signal
+    import subprocess
+    import sys
+
+    from jaxrl_fast import checkpoint
+
+    full, full_path = uninterrupted
+    tests = os.path.dirname(__file__)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _KILLED_MID_SAVE,
+            str(tmp_path),
+            tests,
+            str(len(jax.devices())),
+            how,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    names = sorted(os.listdir(tmp_path / "checkpoints"))
+    assert names[0] == "1" and names[1].startswith("2" + checkpoint.TMP_SUFFIX), names
+    assert len(names) == 2  # killed mid-save: checkpoint 2 is unfinished, nothing after it
+    unfinished = tmp_path / "checkpoints" / names[1]
+    if how == "rename":  # everything was written but the rename that makes it a checkpoint
+        assert (unfinished / "state" / "_METADATA").exists()
+    train(full.config, progress=False, run_dir=tmp_path, resume=True, checkpoint_every=200)
+    assert _hashes(tmp_path) == _hashes(full_path)
+    assert _rows(tmp_path) == [(c, s) for c in range(4) for s in range(2)]
+    assert sorted(os.listdir(tmp_path / "checkpoints")) == [
+        "2",
+        "3",
+        "4",
+    ]  # the unfinished one went
