@@ -1,10 +1,12 @@
 """The `Buffer` interface: pure functions over a replay state pytree (flashbax's shape), plus the
-host-side `report` and `close` that the shell calls between chunks. Nothing outside `replay/`
-needs to know which tiers a buffer has."""
+host-side `report`, `close` and checkpoint hooks (`host_state`, `load_host_state`) that the
+shell calls between chunks. Nothing outside `replay/` needs to know which tiers a buffer has."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
+
+import numpy as np
 
 from jaxrl_fast.config import ReplayConfig
 from jaxrl_fast.types import Array, Batch, PRNGKey, Transition
@@ -31,6 +33,21 @@ def _no_close() -> None:
 def _keep_state(state: Any, fresh: Any) -> Any:
     del fresh
     return state
+
+
+def _no_host_state(*, copy: bool = False) -> dict[str, np.ndarray]:
+    del copy
+    return {}
+
+
+def _no_load_host_state(state: dict[str, Any], replay_state: Any = None) -> None:
+    del replay_state
+    if state:
+        raise ValueError(
+            f"load_host_state: this buffer keeps nothing on the host (ReplayConfig.l3='off'), "
+            f"but the state holds {sorted(state)}: it was saved by a run with an L3 tier. "
+            f"Resume with the config the checkpoint was saved with."
+        )
 
 
 def require_resolved_capacity(config: ReplayConfig) -> None:
@@ -73,6 +90,23 @@ class Buffer(NamedTuple):
         (a resumed envpool run: emulators cannot be saved): the staging is taken from `fresh`
         (an `init()` state) and the newest rows, whose bootstrap observations were never
         written, leave sampling; every other stored row stays.
+      host_state: host side, `(*, copy=False) -> dict[str, np.ndarray]`: what the buffer
+        holds outside its state pytree, for a checkpoint to save next to the state (the L3
+        store's rows, counters and prefetched rows, `spill.HostStore.host_state`); `{}`
+        without L3. Call it between chunks, after the chunk's outputs are ready; it waits for
+        the host callbacks still in flight. With `copy=False` the arrays are views of the
+        live store (the disk tier's memory maps: no copy) that the next chunk changes, so
+        write them out before running on (a synchronous save); `copy=True` gives a snapshot
+        (RAM copies for host L3, kernel-made file copies in the spill dir for disk L3). The
+        keys, shapes and dtypes depend only on the buffer's arguments: a fresh buffer's
+        `host_state()` is the restore target.
+      load_host_state: host side, `(state, replay_state=None) -> None`: puts a `host_state()`
+        into this buffer's host tier (built with the same arguments, e.g. fresh), after which
+        the run continues bitwise as the one that saved it. `replay_state` (seeds stacked)
+        is the restored replay state: its L3 counters are checked against `state`. Call it
+        between chunks, before the next `run_chunk`. Raises a `ValueError` naming the keys,
+        shapes, dtypes or counters that differ (nothing is changed then); `{}` is the only
+        state a buffer without L3 takes.
     """
 
     init: Callable[[], Any]
@@ -87,6 +121,8 @@ class Buffer(NamedTuple):
     close: Callable[[], None] = _no_close
     single_device: bool = False
     restart_envs: Callable[[Any, Any], Any] = _keep_state
+    host_state: Callable[..., dict[str, np.ndarray]] = _no_host_state
+    load_host_state: Callable[..., None] = _no_load_host_state
 
     @property
     def has_spill(self) -> bool:

@@ -136,6 +136,12 @@ class L3(NamedTuple):
         callbacks (see the module doc).
       counters: `L3State (seeds stacked) -> dict` of cumulative counters.
       report: `(counters_now, counters_before | None) -> dict` of python numbers and lists.
+      host_state: `(*, copy=False) -> dict[str, np.ndarray]`, host side, between chunks: waits
+        for the callbacks in flight, then `HostStore.host_state` (what a checkpoint must add
+        to the device state).
+      load_host_state: `(state, l3_state=None) -> None`, host side, between chunks: waits for
+        the callbacks in flight, checks `state` against the store and, when the restored
+        `L3State` (seeds stacked) is given, against its counters, then loads it.
     """
 
     layout: L3Layout
@@ -147,6 +153,8 @@ class L3(NamedTuple):
     spill: Callable[[L3State, Any], L3State]
     counters: Callable[[L3State], dict]
     report: Callable[[dict, dict | None], dict]
+    host_state: Callable[..., dict[str, np.ndarray]]
+    load_host_state: Callable[..., None]
 
 
 def make_l3(
@@ -197,6 +205,7 @@ def make_l3(
         prefetch=prefetch,
         seed=seed,
         frame_stack=frame_stack,
+        read_shape=(layout.batches, layout.rows),
     )
     t2, b3, batch_size = config.capacity // num_envs, layout.rows, config.batch_size
     read = fields.read_fields(obs_shape, obs_dtype)
@@ -246,7 +255,52 @@ def make_l3(
 
     spill = _make_spill(layout, store, read, t2=t2, n=config.n_step, num_envs=num_envs)
     counters = _make_counters(layout, obs_shape, obs_dtype, num_envs, frame_stack)
-    return L3(layout, store, init, on_add, mix, on_update, spill, counters, report)
+    host_state, load_host_state = _make_host_state(store)
+    return L3(
+        layout,
+        store,
+        init,
+        on_add,
+        mix,
+        on_update,
+        spill,
+        counters,
+        report,
+        host_state,
+        load_host_state,
+    )
+
+
+def _make_host_state(store: HostStore):
+    """`host_state` and `load_host_state` of the L3 tier (see `L3`)."""
+
+    def host_state(*, copy: bool = False) -> dict[str, np.ndarray]:
+        jax.effects_barrier()  # every write and read callback of the chunks dispatched is done
+        return store.host_state(copy=copy)
+
+    def load_host_state(state: dict[str, Any], l3_state: L3State | None = None) -> None:
+        jax.effects_barrier()
+        store.check_host_state(state)
+        if l3_state is not None:
+            # The device counts the slots it spilled and the read calls it made; the store
+            # counted the same when the state was taken: both halves come from one chunk.
+            pairs = (("spilled", "slots_written"), ("fetches", "read_calls"))
+            wrong = []
+            for dev, host in pairs:
+                on_device, on_host = (
+                    int(np.asarray(getattr(l3_state, dev))),
+                    int(np.asarray(state[host])),
+                )
+                if on_device != on_host:
+                    wrong.append(f"L3State.{dev}={on_device} but the host state's {host}={on_host}")
+            if wrong:
+                raise ValueError(
+                    "load_host_state: the L3 host state is not from the chunk the replay state "
+                    "is from: " + "; ".join(wrong) + ". Save and restore both in one checkpoint."
+                )
+        store.load_host_state(state)
+
+    return host_state, load_host_state
 
 
 def _make_spill(

@@ -178,6 +178,7 @@ def make_buffer(
         updates=None,
         l3=L3_SEED_AXES if tier is not None else None,
     )
+
     def restart_envs(state: ReplayState, fresh: ReplayState) -> ReplayState:
         return state._replace(staging=fresh.staging, ring=forget_newest(state.ring, n))
 
@@ -198,4 +199,8 @@ def make_buffer(
         report=tier.report,
         close=tier.store.close,
         single_device=True,
+        host_state=tier.host_state,
+        load_host_state=lambda host, replay_state=None: tier.load_host_state(
+            host, None if replay_state is None else replay_state.l3
+        ),
     )
