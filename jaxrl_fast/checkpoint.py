@@ -15,8 +15,8 @@ written in data files of at most 16 MiB, so a save needs little memory beyond th
 What can go wrong, and what happens:
 
 * Killed during a save: orbax writes each checkpoint to `<step>.orbax-checkpoint-tmp` and renames
-  it when complete, so the previous checkpoints are intact; the next manager removes the
-  unfinished directory.
+  it when complete, so the previous checkpoints are intact; `manager` removes the unfinished
+  directory.
 * A save fails (a full disk): `save` removes the unfinished checkpoint and raises `OSError`
   naming the directory and the step; the checkpoints before it are kept.
 * A damaged checkpoint (a truncated, deleted or garbled file; missing metadata):
@@ -42,6 +42,7 @@ import numpy as np
 
 TMP_SUFFIX = ".orbax-checkpoint-tmp"  # orbax's name for a checkpoint still being written
 UNREADABLE_SUFFIX = ".unreadable"
+_UNFINISHED = re.compile(r"\d+" + re.escape(TMP_SUFFIX) + ".*")
 _DATA_FILE_BYTES = 16 << 20  # orbax data files (and chunks): bounds a save's buffers
 _CRC_BLOCK_BYTES = 64 << 20  # host bytes per CRC block where arrays cannot be read in place
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -57,16 +58,22 @@ def _data(x: Any) -> Any:
 
 
 def manager(directory: str, keep: int):
-    """An orbax `CheckpointManager` over `directory` keeping the last `keep` checkpoints; it
-    removes unfinished checkpoints (of a killed run) when made."""
+    """An orbax `CheckpointManager` over `directory` keeping the last `keep` checkpoints, made
+    after removing the unfinished checkpoints a killed save left there."""
     import orbax.checkpoint as ocp
 
-    options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep, enable_async_checkpointing=False, cleanup_tmp_directories=True
-    )
-    handlers = {"state": ocp.PyTreeCheckpointHandler(), "record": ocp.JsonCheckpointHandler()}
     where = os.path.abspath(directory)
+    if os.path.isdir(where):
+        _remove_unfinished(where, lambda name: _UNFINISHED.fullmatch(name) is not None)
+    options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False)
+    handlers = {"state": ocp.PyTreeCheckpointHandler(), "record": ocp.JsonCheckpointHandler()}
     return ocp.CheckpointManager(where, options=options, item_handlers=handlers)
+
+
+def _remove_unfinished(root: str, matches: Callable[[str], bool]) -> None:
+    for name in os.listdir(root):
+        if matches(name):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
 def device_count(tree: Any) -> int:
@@ -112,14 +119,26 @@ def save(mngr, chunks_done: int, runner: Any, record: dict, *, num_devices: int 
         ) from err
 
 
-def _discard(mngr, step: int, *, keep_final: bool) -> None:
+def _discard(mngr, step: int, *, keep_final: bool, quiet_s: float = 0.5) -> None:
     """Remove what a failed save of `step` left: its temporary directory, and its final one
-    unless that was there before the save."""
+    unless that was there before the save. A failed write does not stop tensorstore's other
+    writes in flight, which may recreate files there: remove until it stays gone `quiet_s`."""
     root = os.fspath(mngr.directory)
-    for name in os.listdir(root):
-        final = name == str(step) and not keep_final
-        if final or re.fullmatch(rf"{step}{re.escape(TMP_SUFFIX)}.*", name):
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    unfinished = re.compile(rf"{step}{re.escape(TMP_SUFFIX)}.*")
+
+    def matches(name: str) -> bool:
+        return unfinished.fullmatch(name) is not None or (name == str(step) and not keep_final)
+
+    deadline, gone_since = time.monotonic() + 30.0, None
+    while time.monotonic() < deadline:
+        if any(map(matches, os.listdir(root))):
+            _remove_unfinished(root, matches)
+            gone_since = None
+        elif gone_since is None:
+            gone_since = time.monotonic()
+        elif time.monotonic() - gone_since >= quiet_s:
+            break
+        time.sleep(0.02)
     mngr.reload()
 
 
