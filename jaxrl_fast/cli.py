@@ -1,4 +1,4 @@
-"""Command line: `jaxrl-fast train | plan | plot | presets | envs`.
+"""Command line: `jaxrl-fast train | plan | plot | xla-report | presets | envs`.
 
 Examples:
   jaxrl-fast train                                  # CartPole-v1, default preset, 1 seed
@@ -356,9 +356,10 @@ def make_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--json", action="store_true", help="print the plan as JSON")
     m.set_defaults(func=_plan)
-    from jaxrl_fast import plot
+    from jaxrl_fast import plot, xla_report
 
     plot.add_parser(sub)
+    xla_report.add_parser(sub)
     p = sub.add_parser("presets", help="list presets")
     p.set_defaults(func=_presets)
     e = sub.add_parser("envs", help="list env names")
