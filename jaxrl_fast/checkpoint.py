@@ -177,41 +177,45 @@ def restore(mngr, step: int, like: Any) -> tuple[Any, dict]:
     """Restore checkpoint `step` into a runner laid out as `like` (a runner from `init`: its
     shardings and key implementations are used); returns `(runner, record)`.
 
+    The arrays are read to host memory, checked against the record's CRC-32s, then put on
+    `like`'s devices one leaf at a time (each host copy is let go once placed).
+
     Raises:
       ValueError: a leaf does not match the CRC-32 saved with it (a damaged file); orbax's own
         errors for missing or unreadable files.
     """
     import orbax.checkpoint as ocp
 
-    target = jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
-        jax.tree.map(_data, like),
-    )
+    def read_as(x):
+        return ocp.RestoreArgs(restore_type=np.ndarray, dtype=x.dtype)
+
+    data = jax.tree.map(_data, like)
+    target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), data)
     args = ocp.args.Composite(
-        state=ocp.args.PyTreeRestore(
-            target, restore_args=ocp.checkpoint_utils.construct_restore_args(target)
-        ),
+        state=ocp.args.PyTreeRestore(target, restore_args=jax.tree.map(read_as, data)),
         record=ocp.args.JsonRestore(),
     )
     out = mngr.restore(step, args=args)
-    state, record = out["state"], dict(out["record"])
-    saved = record.get("checksums")  # checkpoints written before checksums have none
-    if saved is not None:
-        for path, crc in checksums(state).items():
-            if crc is not None and saved.get(path) is not None and saved[path] != crc:
-                raise ValueError(
-                    f"checkpoint {step}: leaf {path} does not match the CRC-32 saved with it "
-                    f"(a damaged array file)."
-                )
-
-    def place(value, x):
-        if _is_key(x):
-            return jax.device_put(
-                jax.random.wrap_key_data(value, impl=jax.random.key_impl(x)), x.sharding
+    record = dict(out["record"])
+    saved = record.get("checksums")  # None in checkpoints made before there were checksums
+    host = []
+    for path, value in jax.tree_util.tree_leaves_with_path(out["state"]):
+        name = jax.tree_util.keystr(path)
+        if saved is not None and saved.get(name) is not None and saved[name] != crc32(value):
+            raise ValueError(
+                f"checkpoint {step}: leaf {name} does not match the CRC-32 saved with it (a "
+                f"damaged array file)."
             )
-        return value
-
-    return jax.tree.map(place, state, like), record
+        host.append(value)
+    del out
+    leaves, treedef = jax.tree.flatten(like)
+    placed = []
+    for i, x in enumerate(leaves):
+        value, host[i] = host[i], None
+        if _is_key(x):
+            value = jax.random.wrap_key_data(value, impl=jax.random.key_impl(x))
+        placed.append(jax.block_until_ready(jax.device_put(value, x.sharding)))  # then free
+    return jax.tree.unflatten(treedef, placed), record
 
 
 def checksums(tree: Any) -> dict[str, int | None]:
@@ -223,10 +227,13 @@ def checksums(tree: Any) -> dict[str, int | None]:
     }
 
 
-def crc32(x: jax.Array, *, in_place: bool | None = None) -> int | None:
-    """CRC-32 of `x`'s bytes in C order. Read in place (no copy) where every shard is on a CPU
-    device and the shards split only the leading axis; else in host blocks of at most 64 MiB.
-    `in_place=False` forces the blocks (tests); None where `x` is not fully addressable."""
+def crc32(x: jax.Array | np.ndarray, *, in_place: bool | None = None) -> int | None:
+    """CRC-32 of `x`'s bytes in C order. Read in place (no copy) for a numpy array, and where
+    every shard is on a CPU device and the shards split only the leading axis; else in host
+    blocks of at most 64 MiB. `in_place=False` forces the blocks (tests); None where `x` is
+    not fully addressable."""
+    if isinstance(x, np.ndarray):
+        return zlib.crc32(np.ascontiguousarray(x).reshape(-1).view(np.uint8))
     if not x.is_fully_addressable:
         return None
     if in_place is None:
