@@ -35,7 +35,7 @@ import shutil
 import time
 import warnings
 import zlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import jax
 import numpy as np
@@ -227,19 +227,20 @@ def checksums(tree: Any) -> dict[str, int | None]:
     }
 
 
-def crc32(x: jax.Array | np.ndarray, *, in_place: bool | None = None) -> int | None:
+def crc32(x: jax.Array | np.ndarray) -> int | None:
     """CRC-32 of `x`'s bytes in C order. Read in place (no copy) for a numpy array, and where
     every shard is on a CPU device and the shards split only the leading axis; else in host
-    blocks of at most 64 MiB. `in_place=False` forces the blocks (tests); None where `x` is
-    not fully addressable."""
+    blocks of at most 64 MiB. None where `x` is not fully addressable (multi-process)."""
     if isinstance(x, np.ndarray):
-        return zlib.crc32(np.ascontiguousarray(x).reshape(-1).view(np.uint8))
+        return _crc([np.ascontiguousarray(x)])
     if not x.is_fully_addressable:
         return None
-    if in_place is None:
-        in_place = _readable_in_place(x)
+    return _crc(_shard_views(x) if _readable_in_place(x) else _host_blocks(x))
+
+
+def _crc(blocks: Iterable[np.ndarray]) -> int:
     crc = 0
-    for block in _shard_views(x) if in_place else _host_blocks(x):
+    for block in blocks:
         crc = zlib.crc32(block.reshape(-1).view(np.uint8), crc)
     return crc
 
@@ -380,6 +381,8 @@ class Checkpointer:
         for step in steps:
             try:
                 runner, record = restore(self.manager, step, like)
+            except MemoryError:  # not damage: the checkpoint may be fine
+                raise
             except Exception as err:  # any damage: warn, then try the checkpoint before
                 warnings.warn(
                     f"checkpoint {step} in {self._where} cannot be restored ({_one_line(err)}); "
