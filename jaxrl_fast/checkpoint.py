@@ -309,8 +309,9 @@ class Checkpointer:
       clock: seconds, monotonic (tests pass a fake one).
 
     Raises (at construction, before anything compiles):
-      ValueError: `keep < 1`, `every_env_steps < 1`, `every_seconds <= 0`, or a run it cannot
-        save yet (envpool envs, whose emulator state cannot be saved; the L3 tier).
+      ValueError: `keep < 1`, `every_env_steps < 1`, `every_seconds <= 0`, `num_devices < 1`,
+        or a run it cannot save yet (the L3 tier). envpool runs are saved whole, but their
+        emulators cannot be: a resumed one starts new games (`train`, `Buffer.restart_envs`).
     """
 
     def __init__(
@@ -336,11 +337,6 @@ class Checkpointer:
             )
         if num_devices is not None and num_devices < 1:
             raise ValueError(f"num_devices={num_devices}: must be >= 1 (or None: from the runner).")
-        if config.env.is_envpool:
-            raise ValueError(
-                "run_dir (checkpoints) supports gymnax envs for now: envpool cannot save its "
-                f"emulators' state, and EnvConfig.name={config.env.name!r} is an envpool env."
-            )
         if config.replay.l3 != "off":
             raise ValueError(
                 f"run_dir (checkpoints) does not save the L3 tier yet: ReplayConfig.l3="
