@@ -66,7 +66,19 @@ def manager(directory: str, keep: int):
     if os.path.isdir(where):
         _remove_unfinished(where, lambda name: _UNFINISHED.fullmatch(name) is not None)
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False)
-    handlers = {"state": ocp.PyTreeCheckpointHandler(), "record": ocp.JsonCheckpointHandler()}
+    # L3's host arrays (numpy, or memmaps of a disk L3) are written as they are: orbax's numpy
+    # handler would copy each first, and the saves are synchronous (nothing writes them meanwhile)
+    from orbax.checkpoint._src.serialization import type_handler_registry, type_handlers
+
+    host = type_handler_registry.create_type_handler_registry(
+        (jax.Array, type_handlers.ArrayHandler()),  # unused; orbax warns without one
+        (np.ndarray, type_handlers.NumpyHandler(deepcopy_host_arrays=False)),
+    )
+    handlers = {
+        "state": ocp.PyTreeCheckpointHandler(),
+        "record": ocp.JsonCheckpointHandler(),
+        "l3": ocp.PyTreeCheckpointHandler(type_handler_registry=host),
+    }
     return ocp.CheckpointManager(where, options=options, item_handlers=handlers)
 
 
@@ -81,11 +93,20 @@ def device_count(tree: Any) -> int:
     return max((len(x.sharding.device_set) for x in jax.tree.leaves(tree)), default=1)
 
 
-def save(mngr, chunks_done: int, runner: Any, record: dict, *, num_devices: int | None = None):
+def save(
+    mngr,
+    chunks_done: int,
+    runner: Any,
+    record: dict,
+    *,
+    num_devices: int | None = None,
+    host: dict[str, np.ndarray] | None = None,
+):
     """Save `runner` after `chunks_done` chunks, and `record` (JSON-ready), as that step.
 
     The saved record adds `num_devices` (default: the devices `runner` is spread over) and
-    `checksums` (a CRC-32 per leaf).
+    `checksums` (a CRC-32 per leaf). `host`: the replay's host-side arrays
+    (`Buffer.host_state()`: the L3 tier), saved as the checkpoint's `l3` item when not empty.
 
     Raises:
       OSError: the save failed writing (e.g. a full disk): the message names the directory and
@@ -96,10 +117,16 @@ def save(mngr, chunks_done: int, runner: Any, record: dict, *, num_devices: int 
     state = jax.tree.map(_data, runner)
     record = dict(record, num_devices=num_devices or device_count(runner))
     record["checksums"] = checksums(state)
-    args = ocp.args.Composite(
+    items = dict(
         state=ocp.args.PyTreeSave(state, ocdbt_target_data_file_size=_DATA_FILE_BYTES),
         record=ocp.args.JsonSave(record),
     )
+    if host:
+        items["l3"] = ocp.args.PyTreeSave(
+            {k: np.asarray(v) if np.ndim(v) == 0 else v for k, v in host.items()},
+            ocdbt_target_data_file_size=_DATA_FILE_BYTES,
+        )
+    args = ocp.args.Composite(**items)
     existed = chunks_done in mngr.all_steps()
     try:
         mngr.save(chunks_done, args=args, force=True)
@@ -173,9 +200,13 @@ def latest(mngr) -> int | None:
     return mngr.latest_step()
 
 
-def restore(mngr, step: int, like: Any) -> tuple[Any, dict]:
+def restore(
+    mngr, step: int, like: Any, host_like: dict[str, np.ndarray] | None = None
+) -> tuple[Any, ...]:
     """Restore checkpoint `step` into a runner laid out as `like` (a runner from `init`: its
-    shardings and key implementations are used); returns `(runner, record)`.
+    shardings and key implementations are used); returns `(runner, record)`, and with
+    `host_like` (a fresh buffer's `host_state()`, not empty) `(runner, record, host)` with the
+    saved host arrays as numpy.
 
     The arrays are read to host memory, checked against the record's CRC-32s, then put on
     `like`'s devices one leaf at a time (each host copy is let go once placed).
@@ -191,12 +222,18 @@ def restore(mngr, step: int, like: Any) -> tuple[Any, dict]:
 
     data = jax.tree.map(_data, like)
     target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), data)
-    args = ocp.args.Composite(
+    items = dict(
         state=ocp.args.PyTreeRestore(target, restore_args=jax.tree.map(read_as, data)),
         record=ocp.args.JsonRestore(),
     )
-    out = mngr.restore(step, args=args)
+    if host_like:
+        host_target = {k: np.asarray(v) if np.ndim(v) == 0 else v for k, v in host_like.items()}
+        items["l3"] = ocp.args.PyTreeRestore(
+            host_target, restore_args=jax.tree.map(read_as, host_target)
+        )
+    out = mngr.restore(step, args=ocp.args.Composite(**items))
     record = dict(out["record"])
+    host_arrays = dict(out["l3"]) if host_like else None
     saved = record.get("checksums")  # None in checkpoints made before there were checksums
     host = []
     for path, value in jax.tree_util.tree_leaves_with_path(out["state"]):
@@ -215,7 +252,8 @@ def restore(mngr, step: int, like: Any) -> tuple[Any, dict]:
         if _is_key(x):
             value = jax.random.wrap_key_data(value, impl=jax.random.key_impl(x))
         placed.append(jax.block_until_ready(jax.device_put(value, x.sharding)))  # then free
-    return jax.tree.unflatten(treedef, placed), record
+    runner = jax.tree.unflatten(treedef, placed)
+    return (runner, record) if host_arrays is None else (runner, record, host_arrays)
 
 
 def checksums(tree: Any) -> dict[str, int | None]:
@@ -309,9 +347,10 @@ class Checkpointer:
       clock: seconds, monotonic (tests pass a fake one).
 
     Raises (at construction, before anything compiles):
-      ValueError: `keep < 1`, `every_env_steps < 1`, `every_seconds <= 0`, `num_devices < 1`,
-        or a run it cannot save yet (the L3 tier). envpool runs are saved whole, but their
-        emulators cannot be: a resumed one starts new games (`train`, `Buffer.restart_envs`).
+      ValueError: `keep < 1`, `every_env_steps < 1`, `every_seconds <= 0` or `num_devices < 1`.
+        envpool runs are saved whole, but their emulators cannot be: a resumed one starts new
+        games (`train`, `Buffer.restart_envs`). With L3 on, its host arrays are saved too (the
+        shell sets `host_state` / `load_host_state` from the replay `Buffer`).
     """
 
     def __init__(
@@ -337,11 +376,6 @@ class Checkpointer:
             )
         if num_devices is not None and num_devices < 1:
             raise ValueError(f"num_devices={num_devices}: must be >= 1 (or None: from the runner).")
-        if config.replay.l3 != "off":
-            raise ValueError(
-                f"run_dir (checkpoints) does not save the L3 tier yet: ReplayConfig.l3="
-                f"{config.replay.l3!r}; use l3='off' with run_dir."
-            )
         steps_per_chunk = config.blocks_per_chunk * config.train_frequency
         every = every_env_steps or max(1, config.total_env_steps // 10)
         self.every_chunks = max(1, round(every / steps_per_chunk))
@@ -350,6 +384,10 @@ class Checkpointer:
         self._where, self._keep, self._manager = directory, keep, None
         self._clock = clock
         self._last_save = clock()
+        # the replay's host side (L3), set by the shell once the buffer exists: `() -> dict` of
+        # arrays to save, and `(arrays, runner) -> None` to load them into a fresh buffer
+        self.host_state: Callable[[], dict] | None = None
+        self.load_host_state: Callable[[dict, Any], None] | None = None
 
     @property
     def manager(self):
@@ -376,7 +414,10 @@ class Checkpointer:
         unusable = []
         for step in steps:
             try:
-                runner, record = restore(self.manager, step, like)
+                host_like = self.host_state() if self.host_state is not None else None
+                runner, record, *host = restore(self.manager, step, like, host_like)
+                if host:
+                    self.load_host_state(host[0], runner)
             except MemoryError:  # not damage: the checkpoint may be fine
                 raise
             except Exception as err:  # any damage: warn, then try the checkpoint before
@@ -428,6 +469,7 @@ class Checkpointer:
             due = self._clock() - self._last_save >= self.every_seconds
         if not due:
             return False
-        save(self.manager, chunks_done, runner, record(), num_devices=self.num_devices)
+        host = self.host_state() if self.host_state is not None else None
+        save(self.manager, chunks_done, runner, record(), num_devices=self.num_devices, host=host)
         self._last_save = self._clock()
         return True

@@ -373,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, ImportError) as err:  # bad input, or a missing extra (envpool)
+    except (ValueError, ImportError, OSError) as err:  # bad input, a missing extra, full disk
         print(f"jaxrl-fast: error: {err}", file=sys.stderr)
         return 2
 

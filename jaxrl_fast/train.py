@@ -110,6 +110,11 @@ def train(
                 user_on_chunk(rec)
 
     fns = make_train(run)
+    if saver is not None:  # the L3 tier's host arrays go into the checkpoints too
+        saver.host_state = fns.buffer.host_state
+        saver.load_host_state = lambda arrays, runner: fns.buffer.load_host_state(
+            arrays, runner.seeds.replay
+        )
     try:
         compiled = _compile(fns, devices)
         result = _run(
@@ -258,6 +263,11 @@ class ChunkLog:
         self.last_eval: float | None = None  # mean over seeds of the latest evaluation
         self._counters: dict | None = None
 
+    def resume_counters(self, counters: dict) -> None:
+        """Start from the replay counters of a restored checkpoint (so the first chunk after
+        a resume reports its own interval, as it would have in the run that never stopped)."""
+        self._counters = counters
+
     def record(
         self, chunk: int, metrics: ChunkMetrics, env_steps: int, evaluation: Any = None
     ) -> None:
@@ -380,6 +390,8 @@ def _run(
                 file=sys.stderr,
             )
         log.history, env_steps = list(record["history"]), record["env_steps"]
+        # the replay's counters at the checkpoint: the next chunk reports its own interval
+        log.resume_counters(jax.device_get(fns.buffer.counters(runner.seeds.replay)))
         if metrics is not None:
             metrics.keep_chunks_before(start)
         bar.update(env_steps)
