@@ -41,7 +41,7 @@ from jaxrl_fast.paths import writable_dir
 from jaxrl_fast.schedules import make_schedules
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "gymnax", "envpool", "jaxrl-fast")
-# Per-seed fields of a chunk record (`train.ChunkLog`), in column order.
+# Per-seed fields of a chunk record (`chunk_log.ChunkLog`), in column order.
 SEED_FIELDS = (
     "episode_return",
     "episode_length",
