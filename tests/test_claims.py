@@ -53,6 +53,7 @@ def tiny_run(tmp_path_factory):
     return claims.run(TINY, out_dir=str(out)), out
 
 
+@pytest.mark.slow  # the shared tiny run: about 30 s
 def test_every_claim_has_a_row_with_an_allowed_verdict(tiny_run):
     result, _ = tiny_run
     rows = result["rows"]
@@ -64,6 +65,7 @@ def test_every_claim_has_a_row_with_an_allowed_verdict(tiny_run):
             assert isinstance(r[field], str) and r[field], (r["id"], field)
 
 
+@pytest.mark.slow  # the shared tiny run: about 30 s
 def test_results_written_as_json_and_markdown(tiny_run):
     result, out = tiny_run
     with open(out / "claims-tiny.json") as f:
@@ -75,6 +77,7 @@ def test_results_written_as_json_and_markdown(tiny_run):
     assert "Pong: not run in the tiny settings" in text
 
 
+@pytest.mark.slow  # the shared tiny run: about 30 s
 def test_conventional_curve_has_the_fused_chunks(tiny_run):
     result, _ = tiny_run
     for seed in result["training"]["seeds"]:
@@ -96,6 +99,7 @@ def test_verdict_rules():
     assert claims.combine(["holds", "holds"]) == "holds"
 
 
+@pytest.mark.slow  # the shared tiny run: about 30 s
 def test_render_rebuilds_rows_and_markdown_from_the_json(tiny_run, tmp_path):
     result, out = tiny_run
     path = tmp_path / "claims-copy.json"
