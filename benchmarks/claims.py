@@ -1221,16 +1221,29 @@ def claim_rows(m: dict) -> list[dict]:
 
 
 def further(m: dict) -> dict:
-    """Part 3's further directions, where this machine measures them."""
+    """Part 3's further directions, where this machine measures them (op fusion on vs off from
+    `benchmarks/results/fusion.json`, `python benchmarks/fusion.py`, when it is there)."""
     xr = m["xla"]
+    fusion = f"XLA already fuses ({xr['fusions']} fusions in run_chunk)"
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "fusion.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            cases = json.load(f)["cases"]
+        fusion += (
+            "; turning XLA's HLO fusion pass off (`xla_disable_hlo_passes=fusion`, "
+            "benchmarks/results/fusion.md) makes a chunk "
+            + ", ".join(
+                f"{c['no_fusion_over_default']:.2f}x as long on `{c['preset']}`" for c in cases
+            )
+            + ": that is what fusion is worth here, and XLA takes it already"
+        )
     return {
         "op_fusion": "the article expects another 1.3-1.8x from fusing and regrouping ops by "
-        f"measured timings. XLA already fuses ({xr['fusions']} fusions in run_chunk), and its "
-        "fusion passes run at every optimisation level the compile options offer "
-        f"({xr['fusions_lowest']} fusions at the lowest), so fusion on vs off cannot be "
-        "separated with them. LLVM's optimisation of the emitted kernels gives "
-        f"{xr['lowest_over_default']:.2f}x (lowest settings vs default). Hand regrouping was "
-        "not tried; GPU autotuning levels were not measured (no GPU).",
+        f"measured timings. {fusion}. The optimisation-level options leave fusion on "
+        f"({xr['fusions_lowest']} fusions at the lowest settings); LLVM's optimisation of the "
+        f"emitted kernels gives {xr['lowest_over_default']:.2f}x (lowest settings vs default). "
+        "Hand regrouping beyond XLA's fusion was not tried; GPU autotuning levels were not "
+        "measured (no GPU).",
         "hardware_aware": "what the library picks on this device (`resolve`): "
         + "; ".join(m["choices"]),
     }
