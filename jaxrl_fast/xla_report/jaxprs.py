@@ -1,0 +1,198 @@
+"""Measure (a) of `xla_report`: jaxpr equations through every sub-jaxpr, as traced, after JAX's
+dead-code elimination, and reaching no output by a while-aware liveness pass; loop bodies weighted
+by their trip counts (`_Walker`, shared with `xla_report.cost`)."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any, Sequence
+
+from jax.extend import core as jcore
+
+_CALLS = ("jaxpr", "call_jaxpr")  # params of call-like equations (jit, custom_jvp/vjp, remat)
+
+
+def _closed(j: Any) -> jcore.Jaxpr:
+    return j.jaxpr if isinstance(j, jcore.ClosedJaxpr) else j
+
+
+def _subs(eqn: Any) -> list:
+    return [_closed(j) for j in jcore.jaxprs_in_params(eqn.params)]
+
+
+def _call_body(eqn: Any) -> Any:
+    """The one sub-jaxpr of a call-like equation whose inputs and outputs are the equation's."""
+    for name in _CALLS:
+        j = eqn.params.get(name)
+        if isinstance(j, (jcore.ClosedJaxpr, jcore.Jaxpr)):
+            j = _closed(j)
+            if len(j.invars) == len(eqn.invars) and len(j.outvars) == len(eqn.outvars):
+                return j
+    return None
+
+
+def count_eqns(jaxpr: Any) -> collections.Counter:
+    """Equations of `jaxpr` and of all its sub-jaxprs, by primitive name (each counted once)."""
+    out: collections.Counter = collections.Counter()
+    for eqn in _closed(jaxpr).eqns:
+        out[eqn.primitive.name] += 1
+        for sub in _subs(eqn):
+            out += count_eqns(sub)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Loop:
+    """One loop of a program: its kind, nesting, trip count and where that count comes from."""
+
+    kind: str  # "while" or "scan"
+    depth: int  # loops around it
+    trips: int
+    source: str
+    body_eqns: int  # equations in its body (through sub-jaxprs), once
+
+
+class _Walker:
+    """Walks a jaxpr with loop multiplicities: `while_trips[d]` is the trip count of a while loop
+    nested in d others (the fused loop: blocks per chunk, collect steps per block); scans carry
+    their own length. Whiles deeper than `while_trips` count once (and say so)."""
+
+    def __init__(self, while_trips: Sequence[tuple[int, str]], upb: int = 0):
+        self.while_trips, self.upb = tuple(while_trips), upb
+        self.loops: list[Loop] = []
+
+    def trips(self, eqn: Any, depth: int, top: bool) -> tuple[int, str]:
+        """A loop's trip count and its source; `top`: the only while at the top level of the
+        program or of the enclosing loop's body (not inside a cond or a call)."""
+        if eqn.primitive.name == "scan":
+            n = int(eqn.params["length"])
+            note = " = TrainConfig.updates_per_block" if n == self.upb else ""
+            return n, f"scan length in the jaxpr{note}"
+        if top and depth < len(self.while_trips):
+            return self.while_trips[depth]
+        return 1, "unknown (a while loop the report cannot size): counted once"
+
+    def weighted(self, jaxpr: Any, depth: int = 0, top: bool = True) -> float:
+        """Equations run per call; a cond counts its largest branch (as XLA's cost does).
+        Records each loop in `self.loops`."""
+        total, eqns = 0.0, _closed(jaxpr).eqns
+        sole = sum(e.primitive.name == "while" for e in eqns) == 1
+        for eqn in eqns:
+            total += 1
+            name = eqn.primitive.name
+            if name in ("while", "scan"):
+                trips, source = self.trips(eqn, depth, top and sole)
+                body = eqn.params["body_jaxpr" if name == "while" else "jaxpr"]
+                self.loops.append(Loop(name, depth, trips, source, sum(count_eqns(body).values())))
+                inner = self.weighted(body, depth + 1)
+                if name == "while":
+                    inner += sum(count_eqns(eqn.params["cond_jaxpr"]).values())
+                total += trips * inner
+            elif name == "cond":
+                total += max(self.weighted(b, depth, False) for b in eqn.params["branches"])
+            else:
+                total += sum(self.weighted(s, depth, False) for s in _subs(eqn))
+        return total
+
+
+def _live(jaxpr: Any, used_outputs: Sequence[bool], dead: collections.Counter) -> list[bool]:
+    """Liveness through every sub-jaxpr, while loops included (JAX's DCE stops at them).
+
+    Adds the equations whose results reach no used output (and have no effects) to `dead`, by
+    primitive; returns which inputs are used.
+    """
+    from jax._src.interpreters import partial_eval as pe
+
+    jaxpr = _closed(jaxpr)
+    live = {v for v, u in zip(jaxpr.outvars, used_outputs, strict=True) if u and _is_var(v)}
+    for eqn in reversed(jaxpr.eqns):
+        used = [_is_var(v) and v in live for v in eqn.outvars]
+        if not any(used) and not pe.has_effects(eqn):
+            dead[eqn.primitive.name] += 1
+            for sub in _subs(eqn):
+                dead.update(count_eqns(sub))
+            continue
+        for v, u in zip(eqn.invars, _eqn_inputs(eqn, used, dead), strict=True):
+            if u and _is_var(v):
+                live.add(v)
+    return [_is_var(v) and v in live for v in jaxpr.invars]
+
+
+def _is_var(v: Any) -> bool:
+    return isinstance(v, jcore.Var) and not isinstance(v, jcore.DropVar)
+
+
+def _eqn_inputs(eqn: Any, used: list[bool], dead: collections.Counter) -> list[bool]:
+    name, p, n_in = eqn.primitive.name, eqn.params, len(eqn.invars)
+    if name == "while":
+        cn, bn = p["cond_nconsts"], p["body_nconsts"]
+        cond_in = _live(p["cond_jaxpr"], [True], dead)
+        carry = [u or c for u, c in zip(used, cond_in[cn:], strict=True)]
+        body_in = _fixpoint(p["body_jaxpr"], carry, bn, dead)
+        carry = [u or b for u, b in zip(carry, body_in[bn:], strict=True)]
+        return cond_in[:cn] + body_in[:bn] + carry
+    if name == "scan":
+        nc, ncar = p["num_consts"], p["num_carry"]
+        body_in = _fixpoint(p["jaxpr"], used[:ncar], nc, dead, used[ncar:])
+        carry = [u or b for u, b in zip(used[:ncar], body_in[nc : nc + ncar], strict=True)]
+        return body_in[:nc] + carry + body_in[nc + ncar :]
+    if name == "cond":
+        ins = [False] * (n_in - 1)
+        for branch in p["branches"]:
+            ins = [a or b for a, b in zip(ins, _live(branch, used, dead), strict=True)]
+        return [True, *ins]
+    body = _call_body(eqn)
+    if body is not None:
+        return _live(body, used, dead)
+    return [True] * n_in  # a primitive, or a higher-order one this pass does not enter
+
+
+def _fixpoint(body, carry, n_consts, dead, ys_used=()) -> list[bool]:
+    """A loop body's used inputs once the used carry stops growing (dead recorded once)."""
+    while True:
+        ins = _live(body, list(carry) + list(ys_used), collections.Counter())
+        grown = [c or i for c, i in zip(carry, ins[n_consts : n_consts + len(carry)], strict=True)]
+        if grown == list(carry):
+            return _live(body, list(carry) + list(ys_used), dead)
+        carry = grown
+
+
+@dataclasses.dataclass(frozen=True)
+class JaxprCounts:
+    """(a) for one program: equations through every sub-jaxpr."""
+
+    traced: int
+    after_jax_dce: int
+    reaching_no_output: int  # the while-aware liveness pass: dead even where JAX's DCE stops
+    no_output_share: float  # reaching_no_output / traced
+    per_call: float  # equations run per call, loop bodies times their trip counts
+    top_level: int
+    removed_by_jax_dce: dict[str, int]  # by primitive, top 10
+    no_output_by_primitive: dict[str, int]  # by primitive, top 10
+    loops: list[Loop]
+
+
+def jaxpr_counts(closed: Any, while_trips: Sequence[tuple[int, str]] = (), upb: int = 0):
+    """Measure (a) on a traced program (`jax.make_jaxpr(f)(*args)`)."""
+    from jax._src.interpreters import partial_eval as pe
+
+    jaxpr = closed.jaxpr
+    before = count_eqns(jaxpr)
+    dced, _ = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
+    after = count_eqns(dced)
+    dead: collections.Counter = collections.Counter()
+    _live(jaxpr, [True] * len(jaxpr.outvars), dead)
+    walker = _Walker(while_trips, upb)
+    per_call = walker.weighted(jaxpr)
+    return JaxprCounts(
+        traced=sum(before.values()),
+        after_jax_dce=sum(after.values()),
+        reaching_no_output=sum(dead.values()),
+        no_output_share=sum(dead.values()) / max(1, sum(before.values())),
+        per_call=per_call,
+        top_level=len(jaxpr.eqns),
+        removed_by_jax_dce=dict((before - after).most_common(10)),
+        no_output_by_primitive=dict(dead.most_common(10)),
+        loops=walker.loops,
+    )
