@@ -119,9 +119,7 @@ def test_resume_refuses_a_changed_config_unless_forced(finished_run):
     with pytest.raises(ValueError, match=r"dqn\.learning_rate, eval_episodes; force_config=True"):
         train(changed, progress=False, run_dir=finished_run, resume=True)
     shape = tiny_config(network={"hidden_sizes": (16,)}, dqn={"learning_rate": 5e-4})
-    with pytest.raises(
-        ValueError, match=r"cannot accept .*: network\.hidden_sizes\. Res"
-    ):
+    with pytest.raises(ValueError, match=r"cannot accept .*: network\.hidden_sizes\. Res"):
         train(shape, progress=False, run_dir=finished_run, resume=True, force_config=True)
     result = train(changed, progress=False, run_dir=finished_run, resume=True, force_config=True)
     assert result.config.eval_episodes == 3
