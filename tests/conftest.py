@@ -70,3 +70,26 @@ def stack_stream(steps, num_envs, starts, *, frame=(2, 3), k=4, seed=0):
 @pytest.fixture(scope="session")
 def tiny():
     return tiny_config()
+
+
+class StopRun(Exception):
+    """Raised from `on_chunk` to stop a run mid-way (as a dead process would)."""
+
+
+def stop_at(chunk: int):
+    """An `on_chunk` that raises `StopRun` while chunk `chunk` is being logged."""
+
+    def on_chunk(rec):
+        if rec["chunk"] == chunk:
+            raise StopRun
+
+    return on_chunk
+
+
+def params_hashes(run_dir) -> list[str]:
+    """Each seed's `params_sha256` from a run directory's summary.json."""
+    import json
+    import os
+
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        return [s["params_sha256"] for s in json.load(f)["seeds"]]

@@ -8,26 +8,11 @@ import os
 
 import jax
 import pytest
-from conftest import tiny_config
+from conftest import StopRun, tiny_config
+from conftest import params_hashes as _hashes
+from conftest import stop_at as _stop_at
 
 from jaxrl_fast.train import train
-
-
-class _Stop(Exception):
-    """Raised from `on_chunk` to stop a run mid-way."""
-
-
-def _stop_at(chunk):
-    def on_chunk(rec):
-        if rec["chunk"] == chunk:
-            raise _Stop
-
-    return on_chunk
-
-
-def _hashes(path):
-    with open(os.path.join(path, "summary.json")) as f:
-        return [s["params_sha256"] for s in json.load(f)["seeds"]]
 
 
 def _rows(path):
@@ -46,7 +31,7 @@ def test_resumed_run_ends_bitwise_where_the_uninterrupted_one_does(uninterrupted
     full, full_path = uninterrupted
     cfg = full.config
     assert cfg.chunks == 4 and cfg.blocks_per_chunk * cfg.train_frequency == 200
-    with pytest.raises(_Stop):  # dies while logging chunk 2: chunks 0 and 1 are saved
+    with pytest.raises(StopRun):  # dies while logging chunk 2: chunks 0 and 1 are saved
         train(cfg, progress=False, run_dir=tmp_path, checkpoint_every=200, on_chunk=_stop_at(2))
     assert sorted(os.listdir(tmp_path / "checkpoints")) == ["1", "2"]
     resumed = train(cfg, progress=False, run_dir=tmp_path, resume=True, checkpoint_every=200)

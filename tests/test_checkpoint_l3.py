@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 import pytest
-from conftest import tiny_config
+from conftest import StopRun, params_hashes, stop_at, tiny_config
 
 from jaxrl_fast.train import train
-
-
-class _Stop(Exception):
-    pass
-
-
-def _stop_at(chunk):
-    def on_chunk(rec):
-        if rec["chunk"] == chunk:
-            raise _Stop
-
-    return on_chunk
-
-
-def _hashes(path):
-    with open(os.path.join(path, "summary.json")) as f:
-        return [s["params_sha256"] for s in json.load(f)["seeds"]]
 
 
 @pytest.mark.parametrize("kind", ["host", "disk"])
@@ -38,15 +20,15 @@ def test_an_l3_run_stopped_and_resumed_ends_bitwise_where_the_whole_run_does(kin
     whole = train(cfg, progress=False, run_dir=tmp_path / "whole", checkpoint_every=400)
     spilled = whole.history[1]["replay"]["blocks_spilled"]
     assert spilled > 0  # L3 holds rows by the checkpoint the resume starts from
-    with pytest.raises(_Stop):  # dies while logging chunk 2: chunks 0 and 1 are saved
+    with pytest.raises(StopRun):  # dies while logging chunk 2: chunks 0 and 1 are saved
         train(cfg, progress=False, run_dir=tmp_path / "cut", checkpoint_every=400,
-              on_chunk=_stop_at(2))  # fmt: skip
+              on_chunk=stop_at(2))  # fmt: skip
     assert sorted(os.listdir(tmp_path / "cut" / "checkpoints")) == ["1", "2"]
     l3_item = tmp_path / "cut" / "checkpoints" / "2" / "l3"
     assert l3_item.is_dir() and any(l3_item.iterdir())  # the host arrays are in the checkpoint
     resumed = train(cfg, progress=False, run_dir=tmp_path / "cut", resume=True,
                     checkpoint_every=400)  # fmt: skip
-    assert _hashes(tmp_path / "cut") == _hashes(tmp_path / "whole")
+    assert params_hashes(tmp_path / "cut") == params_hashes(tmp_path / "whole")
     for a, b in zip(resumed.history, whole.history, strict=True):
         assert a["replay"] == b["replay"] and a["loss"] == b["loss"]
     np.testing.assert_array_equal(resumed.final_return, whole.final_return)

@@ -303,10 +303,6 @@ def test_cli_plan_counts_one_frame_per_row(capsys):
     assert "7,071 B, one frame per row" in out and "100,000" in out
 
 
-class _Stop(Exception):
-    pass
-
-
 def test_a_resumed_pong_run_restarts_its_games_and_keeps_its_replay(tmp_path, capsys):
     """envpool cannot save emulators: a resumed run starts new games, keeps every stored row,
     and takes the newest n_step rows (whose next observations were never stored) out of
@@ -315,12 +311,10 @@ def test_a_resumed_pong_run_restarts_its_games_and_keeps_its_replay(tmp_path, ca
 
     cfg = _pong_config(total_env_steps=80 + 16 * 6, num_chunks=3, replay={"n_step": 3})
 
-    def stop_at_chunk_2(rec):
-        if rec["chunk"] == 2:
-            raise _Stop
+    from conftest import StopRun, stop_at
 
-    with pytest.raises(_Stop):  # checkpoints after chunks 1 and 2; stopped logging chunk 3
-        train(cfg, progress=False, run_dir=tmp_path, checkpoint_every=1, on_chunk=stop_at_chunk_2)
+    with pytest.raises(StopRun):  # checkpoints after chunks 1 and 2; stopped logging chunk 3
+        train(cfg, progress=False, run_dir=tmp_path, checkpoint_every=1, on_chunk=stop_at(2))
     result = train(cfg, progress=False, run_dir=tmp_path, resume=True)
     assert "envs start new games; the replay is kept" in capsys.readouterr().err
     assert [h["chunk"] for h in result.history] == [0, 1, 2]

@@ -12,6 +12,7 @@ vmap, `spill` makes L3's host callbacks (the identity without L3).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -48,6 +49,11 @@ def _check_tier(tier: L3, *want: Any) -> None:
             f"make_buffer: l3_tier was built for (num_seeds, num_envs, obs_shape, obs_dtype, "
             f"frame_stack)={got}, this buffer has {want}; build it with make_buffer's arguments."
         )
+
+
+def _restart_envs(state: ReplayState, fresh: ReplayState, n_step: int) -> ReplayState:
+    """`Buffer.restart_envs`: the staging of `fresh`, the newest `n_step` rows out of sampling."""
+    return state._replace(staging=fresh.staging, ring=forget_newest(state.ring, n_step))
 
 
 def make_buffer(
@@ -179,18 +185,8 @@ def make_buffer(
         l3=L3_SEED_AXES if tier is not None else None,
     )
 
-    def restart_envs(state: ReplayState, fresh: ReplayState) -> ReplayState:
-        return state._replace(staging=fresh.staging, ring=forget_newest(state.ring, n))
-
-    fns = Buffer(
-        init,
-        add,
-        sample,
-        update_priorities,
-        can_sample,
-        seed_axes=seed_axes,
-        restart_envs=restart_envs,
-    )
+    restart = functools.partial(_restart_envs, n_step=n)
+    fns = Buffer(init, add, sample, update_priorities, can_sample, seed_axes, restart_envs=restart)
     if tier is None:
         return fns
     return fns._replace(
