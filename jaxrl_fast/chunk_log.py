@@ -7,12 +7,12 @@ import time
 import warnings
 from typing import Any, Callable
 
-import jax
 import numpy as np
 import tqdm
 
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.loop import ChunkMetrics, TrainFns
+from jaxrl_fast.parallel.distributed import to_host
 from jaxrl_fast.precision import PrecisionPolicy
 
 
@@ -74,7 +74,8 @@ class ChunkLog:
     ) -> None:
         """Log chunk `chunk`, whose end is `env_steps` env steps per seed, and its `[S]`
         evaluation returns (an array, or None where the chunk was not evaluated)."""
-        m = jax.device_get(metrics)
+        m = to_host(metrics)  # an all-gather in a multi-process run
+        evaluation = None if evaluation is None else to_host(evaluation)
         check_finite(m, chunk, env_steps, self.config, self.precision)
         if self.fallback_at is None and np.any(m.fp32_fallback):
             self.fallback_at = env_steps

@@ -1,4 +1,4 @@
-"""Command line: `jaxrl-fast train | plan | plot | xla-report | presets | envs`.
+"""Command line: `jaxrl-fast train | launch | plan | plot | xla-report | presets | envs`.
 
 Examples:
   jaxrl-fast train                                  # CartPole-v1, default preset, 1 seed
@@ -8,6 +8,8 @@ Examples:
   jaxrl-fast train --resume runs/breakout             # continue it after a restart
   jaxrl-fast train --set dqn.learning_rate=1e-4 --dqn.gamma 0.98 --print-config
   jaxrl-fast plot runs/breakout runs/other --out curves.png
+  jaxrl-fast train --parallel.data 2                  # 2 data replicas per seed (2 devices)
+  jaxrl-fast launch --local 2 -- train --parallel.data 2 --out runs/dp   # 2 local processes
   jaxrl-fast plan --preset minatar-breakout --seeds 8 --capacity large --device-memory 16GB
 """
 
@@ -113,8 +115,17 @@ def _int_or_text(text: str) -> int | str:
 def _train(args: argparse.Namespace) -> int:
     from jaxrl_fast import parallel
 
-    parallel.use_cpu_cores()  # on a CPU, seeds then run on every core
-    if not args.no_cache:
+    distributed = args.distributed or args.coordinator is not None or args.num_processes is not None
+    if distributed:  # before anything starts JAX's backends; one CPU device per process
+        parallel.initialize(args.coordinator, args.num_processes, args.process_id)
+        if args.run_dir is not None or args.resume is not None:
+            raise ValueError(
+                "--run-dir / --resume are not supported yet in a multi-process run; use --out"
+            )
+    else:
+        parallel.use_cpu_cores()  # on a CPU, seeds then run on every core
+    main_process = parallel.is_main()
+    if not args.no_cache and not distributed:
         from jaxrl_fast import compile_cache
 
         compile_cache.enable()
@@ -129,8 +140,11 @@ def _train(args: argparse.Namespace) -> int:
     if args.print_config:
         print(json.dumps(config.to_dict(), indent=2))
         return 0
-    if args.out is not None:
+    if args.out is not None and main_process:
         writable_dir(args.out, "--out")
+    if not main_process:  # process 0 prints and writes; the others only compute
+        train(run, progress=False)
+        return 0
     print(
         f"jaxrl-fast: training {config.env.name} ({_source(args)}), {config.num_seeds} "
         f"seed(s) x {config.total_env_steps:,} env steps, {config.env.num_envs} envs per seed",
@@ -175,6 +189,12 @@ def _train(args: argparse.Namespace) -> int:
             json.dump(result.history, f)
         print(f"wrote {path}")
     return 0
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from jaxrl_fast.parallel.launch import launch_local
+
+    return launch_local(args.local, args.command, port=args.port, timeout_s=args.timeout)
 
 
 def _source(args: argparse.Namespace) -> str:
@@ -323,6 +343,18 @@ def make_parser() -> argparse.ArgumentParser:
         "resumed run is then no longer bitwise the uninterrupted one",
     )
     t.add_argument(
+        "--coordinator",
+        metavar="HOST:PORT",
+        help="multi-process run: process 0's address (with --num-processes, --process-id)",
+    )
+    t.add_argument("--num-processes", type=int, help="multi-process run: processes in all")
+    t.add_argument("--process-id", type=int, help="multi-process run: this process's index")
+    t.add_argument(
+        "--distributed",
+        action="store_true",
+        help="join a multi-process run that JAX detects by itself (SLURM, Open MPI, Cloud TPU)",
+    )
+    t.add_argument(
         "--print-config", action="store_true", help="print the resolved config as JSON and exit"
     )
     t.add_argument(
@@ -343,6 +375,18 @@ def make_parser() -> argparse.ArgumentParser:
     _add_replay_args(t)
     _add_field_args(t)
     t.set_defaults(func=_train)
+    la = sub.add_parser(
+        "launch",
+        help="run a train command as N local processes of one multi-process run",
+        description="jaxrl-fast launch --local N [--timeout S] -- train ...: starts N processes "
+        "on this machine (coordinator 127.0.0.1, a free port); process 0's output is shown, "
+        "the others' prefixed [pI] on stderr; one failing, or the time limit, stops them all.",
+    )
+    la.add_argument("--local", type=int, required=True, metavar="N", help="processes to start")
+    la.add_argument("--port", type=int, help="coordinator port (default: a free one)")
+    la.add_argument("--timeout", type=float, help="seconds before every process is killed")
+    la.add_argument("command", nargs=argparse.REMAINDER, help="-- train ...")
+    la.set_defaults(func=_launch)
     m = sub.add_parser(
         "plan",
         help="show replay memory per tier (L1/L2/L3) and whether it fits; compiles nothing",

@@ -514,6 +514,74 @@ class ScheduleConfig:
         )
 
 
+_SYNCS = ("every_step", "every:K")
+_COMPRESSIONS = ("none", "onebit")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ParallelConfig:
+    """Data-parallel replicas of each seed (`jaxrl_fast.parallel`).
+
+    A replica steps its own envs into its own replay shard and runs the config's whole schedule;
+    the replicas of a seed share one learner, so the seed sees `data` x the env steps and an
+    effective batch of `data` x `replay.batch_size` per update. Replicas sit on the mesh's
+    `data` axis: one device (local or in another process) each.
+
+    Attributes:
+      data: replicas per seed (1: none, every seed alone on its device).
+      sync: "every_step" (gradients averaged over the replicas at every update) or "every:K"
+        (local updates, parameters averaged every K updates: local SGD).
+      compression: "none" (fp32 exchange) or "onebit" (1-bit Adam: sign bits plus a scale per
+        tensor, with error feedback; needs sync="every_step").
+      warmup_fraction: with "onebit", the share of the updates run as full Adam with an
+        uncompressed exchange before the second moment freezes and the momentum is
+        exchanged compressed.
+    """
+
+    data: int = 1
+    sync: str = "every_step"
+    compression: str = "none"
+    warmup_fraction: float = 0.15
+
+    def __post_init__(self) -> None:
+        _require(self, "data", _is_int(self.data) and self.data > 0, "a positive int")
+        _require(
+            self,
+            "sync",
+            self.sync == "every_step" or _sync_period(self.sync) is not None,
+            '"every_step" or "every:K" with K a positive int',
+        )
+        _require(self, "compression", self.compression in _COMPRESSIONS, f"one of {_COMPRESSIONS}")
+        _require(
+            self,
+            "warmup_fraction",
+            _is_num(self.warmup_fraction) and 0 < self.warmup_fraction < 1,
+            "a float in (0, 1)",
+        )
+        if self.data == 1 and (self.sync != "every_step" or self.compression != "none"):
+            raise ValueError(
+                f"ParallelConfig.sync={self.sync!r}, compression={self.compression!r} need "
+                f"replicas to exchange with; ParallelConfig.data is 1. Set data >= 2."
+            )
+        if self.compression == "onebit" and self.sync != "every_step":
+            raise ValueError(
+                f"ParallelConfig.compression='onebit' needs sync='every_step' (it compresses "
+                f"the per-update momentum exchange); sync is {self.sync!r}."
+            )
+
+    @property
+    def sync_period(self) -> int | None:
+        """K of sync="every:K" (updates between parameter averages); None for "every_step"."""
+        return _sync_period(self.sync)
+
+
+def _sync_period(sync: object) -> int | None:
+    if not isinstance(sync, str) or not sync.startswith("every:"):
+        return None
+    k = sync.split(":", 1)[1]
+    return int(k) if k.isdigit() and int(k) > 0 else None
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """A whole training run.
@@ -523,7 +591,7 @@ class TrainConfig:
     `updates_per_block` gradient steps; the run is split into `num_chunks` host calls.
 
     Attributes:
-      env, network, replay, dqn, schedule, precision: the part configs.
+      env, network, replay, dqn, schedule, precision, parallel: the part configs.
       total_env_steps: env steps per seed, prefill included.
       learning_starts: env steps collected before the first update.
       train_frequency: env steps per block (one block = collect, then update).
@@ -563,6 +631,7 @@ class TrainConfig:
     dqn: DQNConfig = dataclasses.field(default_factory=DQNConfig)
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
     precision: PrecisionConfig = dataclasses.field(default_factory=PrecisionConfig)
+    parallel: ParallelConfig = dataclasses.field(default_factory=ParallelConfig)
     total_env_steps: int = 500_000
     learning_starts: int = 10_000
     train_frequency: int = 10
@@ -584,6 +653,7 @@ class TrainConfig:
             ("dqn", DQNConfig),
             ("schedule", ScheduleConfig),
             ("precision", PrecisionConfig),
+            ("parallel", ParallelConfig),
         ):
             _require(self, name, isinstance(getattr(self, name), cls), f"a {cls.__name__}")
         e = self.env.num_envs
@@ -665,6 +735,7 @@ class TrainConfig:
                 f"multiple of TrainConfig.train_frequency={self.train_frequency} (target updates "
                 f"happen on block boundaries)."
             )
+        self._check_parallel()
         if self.num_chunks is not None:
             ok = (
                 _is_int(self.num_chunks)
@@ -678,6 +749,30 @@ class TrainConfig:
                 f"None or a positive divisor of the number of blocks ({self.num_blocks}), e.g. "
                 f"{_divisor_near(self.num_blocks, 20)}",
             )
+
+    def _check_parallel(self) -> None:
+        """Data replicas need per-device state: no pool env, no host tier; `every:K` syncs on
+        update boundaries."""
+        data = self.parallel.data
+        if data == 1:
+            return
+        if self.env.is_envpool:
+            raise ValueError(
+                f"ParallelConfig.data={data} is not allowed with an envpool env "
+                f"({self.env.name!r}): its pool is one host object that keeps every seed on one "
+                "device. Use data=1 (seeds still spread over devices), or a gymnax env."
+            )
+        if self.replay.l3 != "off":
+            raise ValueError(
+                f"ParallelConfig.data={data} is not allowed with ReplayConfig.l3="
+                f"{self.replay.l3!r}: the host tier's callbacks keep the seeds on one device. "
+                "Use l3='off'."
+            )
+
+    @property
+    def num_lanes(self) -> int:
+        """Learners' copies in the program: `num_seeds` x `parallel.data` (replicas)."""
+        return self.num_seeds * self.parallel.data
 
     def _nearest_total(self) -> int:
         if not (_is_int(self.total_env_steps) and _is_int(self.learning_starts)):

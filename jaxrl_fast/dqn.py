@@ -18,6 +18,8 @@ from flax import struct
 
 from jaxrl_fast import precision as mp
 from jaxrl_fast.config import DQNConfig
+from jaxrl_fast.parallel.exchange import Exchange
+from jaxrl_fast.parallel.onebit import onebit_adam
 from jaxrl_fast.types import Array, Batch, Params, PRNGKey
 
 
@@ -78,9 +80,20 @@ def td_errors(q_tm1, a_tm1, r_t, discount_t, q_t_target, q_t_select=None):
     return target - q_a
 
 
-def make_optimizer(config: DQNConfig, learning_rate) -> optax.GradientTransformation:
-    """Adam (with optional global-norm clipping before it)."""
-    adam = optax.adam(learning_rate, eps=config.adam_eps)
+def make_optimizer(
+    config: DQNConfig, learning_rate, exchange: Exchange | None = None
+) -> optax.GradientTransformation:
+    """Adam (with optional global-norm clipping before it); 1-bit Adam over data replicas when
+    `exchange` compresses (clipping then acts on each replica's local gradient)."""
+    if exchange is not None and exchange.onebit:
+        adam = onebit_adam(
+            learning_rate,
+            axis=exchange.axis,
+            warmup_updates=exchange.warmup_updates,
+            eps=config.adam_eps,
+        )
+    else:
+        adam = optax.adam(learning_rate, eps=config.adam_eps)
     if config.max_grad_norm is None:
         return adam
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adam)
@@ -93,6 +106,7 @@ def make_agent(
     *,
     learning_rate=None,
     precision: mp.PrecisionPolicy | None = None,
+    exchange: Exchange | None = None,
 ) -> Agent:
     """Build the DQN agent's functions.
 
@@ -104,15 +118,19 @@ def make_agent(
       num_actions: size of the action space.
       learning_rate: float or `grad_step -> lr` schedule; defaults to `config.learning_rate`.
       precision: the resolved precision policy; default fp32 with no loss scale.
+      exchange: how data replicas share gradients (`parallel.Exchange`); None: one replica.
+        With replicas, `update` runs inside the mesh's per-device program.
 
     The functions that compute Q-values take an optional `fp32` flag (`[]` bool): compute in fp32
     instead of the policy's dtype. None uses the agent's own fallback flag. Under a seed `vmap`
     pass a flag shared by all seeds, so the switch stays a real branch (DESIGN §3).
     """
     precision = precision or mp.PrecisionPolicy()
-    tx = make_optimizer(config, config.learning_rate if learning_rate is None else learning_rate)
+    exchange = exchange or Exchange()
+    lr = config.learning_rate if learning_rate is None else learning_rate
+    tx = make_optimizer(config, lr, exchange)
     if precision.skip_nonfinite:
-        tx = mp.skip_nonfinite(tx)
+        tx = mp.skip_nonfinite(tx, exchange.all)
     loss_scale = mp.make_loss_scale(precision)
     network_fp32 = network.clone(dtype=jnp.float32) if precision.fallback else network
 
@@ -183,16 +201,20 @@ def make_agent(
         )
 
     def update(
-        agent: AgentState, batch: Batch, fp32=None
+        agent: AgentState, batch: Batch, fp32=None, step=None
     ) -> tuple[AgentState, Array, UpdateMetrics]:
         """One gradient step. Returns the new state, `[B]` TD errors and scalar metrics.
+
+        `step` is the update index shared by all seeds and replicas (1-bit Adam's phase).
 
         With a precision policy that skips non-finite steps, such a step leaves the parameters
         and optimiser state bitwise unchanged, reports `applied=0` with loss, q and abs_td 0, and
         its TD errors may be non-finite (the buffer then leaves those priorities unchanged).
         """
         (loss, (td, q_mean)), grads = _grads(agent, batch, _use_fp32(agent, fp32))
-        updates, opt_state = tx.update(grads, agent.opt_state, agent.params)
+        grads = exchange.grads(grads)  # the replicas' mean (fp32 exchange), else local
+        extra = {"step": step} if exchange.onebit else {}
+        updates, opt_state = tx.update(grads, agent.opt_state, agent.params, **extra)
         params = optax.apply_updates(agent.params, updates)
         scale_state = agent.loss_scale
         metrics = UpdateMetrics(
@@ -202,7 +224,7 @@ def make_agent(
             applied=jnp.ones((), jnp.float32),
         )
         if precision.skip_nonfinite:
-            finite = mp.all_finite(grads)
+            finite = exchange.all(mp.all_finite(grads))
             scale_state = loss_scale.adjust(scale_state, finite)
             metrics = jax.tree.map(lambda v: jnp.where(finite, v, 0.0), metrics)
         new = agent.replace(

@@ -20,6 +20,13 @@ replay's write cursors are shared, `Buffer.seed_axes`); acting and the gradient 
 `SeedChoices.seed_loop` says (vmapped, or one seed after another). The block counter and the
 fp32-fallback flag are shared by the seeds, so the target-update and precision `cond`s stay
 real branches. Metrics are typed NamedTuples reduced on device per chunk.
+
+Data replicas (`ParallelConfig.data` > 1, `parallel.Exchange`): the program then runs on each
+device of a `seed` x `data` mesh (`train` shard_maps it), its `[S]` leaves being that replica's
+copies of its seeds ("lanes"). Replicas init the same network (the seed's key) but fold their
+index into the env, exploration and sampling keys; gradients (or, with `every:K`, parameters)
+are averaged over the `data` axis; the chunk's metrics are summed (episodes) or averaged (losses)
+over the replicas, and the evaluation averages every replica's episodes.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from jaxrl_fast.envs import Env
 from jaxrl_fast.envs.seeded import SeededEnv
 from jaxrl_fast.evaluate import make_evaluate
 from jaxrl_fast.networks import QNetwork
+from jaxrl_fast.parallel.exchange import Exchange, make_exchange
 from jaxrl_fast.replay import Buffer, make_buffer
 from jaxrl_fast.resolve import ResolvedRun, resolve
 from jaxrl_fast.schedules import Schedules, make_schedules
@@ -101,6 +109,7 @@ class TrainFns(NamedTuple):
     agent: Agent
     buffer: Buffer
     seed_axes: SeedState
+    exchange: Exchange = Exchange()
 
     @property
     def single_device(self) -> bool:
@@ -142,7 +151,9 @@ def _sum_steps(tree: Any) -> Any:
     return jax.tree.map(lambda x: jnp.sum(x, axis=0), tree)
 
 
-def _agent_and_buffer(run: ResolvedRun, schedules: Schedules) -> tuple[Agent, Buffer]:
+def _agent_and_buffer(
+    run: ResolvedRun, schedules: Schedules, exchange: Exchange
+) -> tuple[Agent, Buffer]:
     """The agent (network, optimiser, precision) and one seed's replay buffer of a run."""
     config, spec = run.config, run.env.spec
     network = QNetwork.for_precision(
@@ -154,6 +165,7 @@ def _agent_and_buffer(run: ResolvedRun, schedules: Schedules) -> tuple[Agent, Bu
         spec.num_actions,
         learning_rate=schedules.learning_rate,
         precision=run.precision,
+        exchange=exchange,
     )
     buffer = make_buffer(
         config.replay,
@@ -217,7 +229,8 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         run = resolve(run, env=env)
     config, env = run.config, run.env
     schedules = make_schedules(config)
-    agent, buffer = _agent_and_buffer(run, schedules)
+    exchange = make_exchange(config.parallel, config.total_updates)
+    agent, buffer = _agent_and_buffer(run, schedules, exchange)
     evaluate_agents = make_evaluate(config, agent)
     seed_axes = SeedState(agent=0, replay=buffer.seed_axes, env_state=env.state_axes, obs=0, key=0)
     per_seed = run.choices.seeds_fn  # acting and updates: vmapped or one seed after another
@@ -226,7 +239,14 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
     replay_priorities = seed_vmap(
         buffer.update_priorities, (buffer.seed_axes, 0, 0), buffer.seed_axes
     )
-    update = per_seed(agent.update, (0, 0, None), 0)
+    if exchange.active:  # the shared update index (1-bit Adam's phase)
+        update = per_seed(agent.update, (0, 0, None, None), 0)
+    else:
+        update_3 = per_seed(agent.update, (0, 0, None), 0)
+
+        def update(agent_state, batch, fp32, step):
+            return update_3(agent_state, batch, fp32)
+
     update_target = jax.vmap(agent.update_target)
     prefill, cpb = config.prefill_steps, config.collect_steps_per_block
     upb = config.updates_per_block
@@ -250,30 +270,51 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         replay = replay_add(seeds.replay, step)
         return SeedState(seeds.agent, replay, env_state, next_obs, key), _episode_stats(done, info)
 
-    def learn_step(seeds: SeedState, fp32: Array) -> tuple[SeedState, UpdateMetrics]:
+    def average_agents(agents: AgentState) -> AgentState:
+        return agents.replace(
+            params=exchange.average(agents.params),
+            target_params=exchange.average(agents.target_params),
+        )
+
+    def learn_step(seeds: SeedState, fp32: Array, step: Any) -> tuple[SeedState, UpdateMetrics]:
         split = jax.vmap(jax.random.split)(seeds.key)
         key, key_sample = split[:, 0], split[:, 1]
         batch = replay_sample(seeds.replay, key_sample)
-        agent_state, td, metrics = update(seeds.agent, batch, fp32)
+        agent_state, td, metrics = update(seeds.agent, batch, fp32, step)
         replay = replay_priorities(seeds.replay, batch.index, td)
+        if step is not None and exchange.due(step + 1) is not None:  # local SGD's sync
+            agent_state = jax.lax.cond(
+                exchange.due(step + 1), average_agents, lambda a: a, agent_state
+            )
         return seeds._replace(agent=agent_state, replay=replay, key=key), metrics
 
     def init(keys: PRNGKey) -> RunnerState:
         split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
         key, key_env, key_net = split[:, 0], split[:, 1], split[:, 2]
+        if exchange.active:  # a replica's own envs and draws; the seed's network
+            fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
+            key, key_env = fold(key, exchange.replica()), fold(key_env, exchange.replica())
         env_state, obs = env.reset(key_env)
         agents = jax.vmap(agent.init)(key_net, obs)
         replay = seed_vmap(lambda _: buffer.init(), 0, buffer.seed_axes)(keys)
         seeds = SeedState(agents, replay, env_state, obs, key)
         return RunnerState(seeds=seeds, block=jnp.full((), -1, jnp.int32))
 
-    def learn(seeds: SeedState, fp32: Array) -> tuple[SeedState, UpdateMetrics]:
+    def learn(seeds: SeedState, fp32: Array, block: Array) -> tuple[SeedState, UpdateMetrics]:
+        first = block * upb if exchange.active else None  # updates done before this block's
         if upb == 1:
-            return learn_step(seeds, fp32)
-        seeds, metrics = jax.lax.scan(lambda s, _: learn_step(s, fp32), seeds, None, length=upb)
+            return learn_step(seeds, fp32, first)
+        if first is None:
+            seeds, metrics = jax.lax.scan(
+                lambda s, _: learn_step(s, fp32, None), seeds, None, length=upb
+            )
+        else:
+            seeds, metrics = jax.lax.scan(
+                lambda s, j: learn_step(s, fp32, first + j), seeds, jnp.arange(upb)
+            )
         return seeds, _sum_steps(metrics)
 
-    def skip_learning(seeds: SeedState, fp32: Array) -> tuple[SeedState, UpdateMetrics]:
+    def skip_learning(seeds: SeedState, fp32: Array, block: Array):
         zeros = jnp.zeros(seeds.obs.shape[:1], jnp.float32)
         return seeds, UpdateMetrics(zeros, zeros, zeros, zeros)
 
@@ -298,7 +339,7 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
             0, steps, collect, (runner.seeds, StepStats(zeros, zeros, zeros))
         )
         # learn (not in the prefill iteration, whose episodes the metrics leave out)
-        seeds, metrics = jax.lax.cond(training, learn, skip_learning, seeds, fp32)
+        seeds, metrics = jax.lax.cond(training, learn, skip_learning, seeds, fp32, runner.block)
         stats = jax.tree.map(lambda x: jnp.where(training, x, 0.0), stats)
         # target
         due = training & ((runner.block + 1) % period == 0)
@@ -320,11 +361,16 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         # the first chunk also runs the prefill iteration (block -1 -> 0)
         blocks = config.blocks_per_chunk + (runner.block < 0).astype(jnp.int32)
         runner, (stats, upd) = jax.lax.fori_loop(0, blocks, body, (runner, totals))
+        stats, upd = exchange.sum(stats), exchange.mean(upd)  # over the replicas (if any)
         updates = config.blocks_per_chunk * upb
         return runner, _chunk_metrics(stats, upd, runner.seeds, buffer, updates)
 
     def evaluate(runner: RunnerState, keys: PRNGKey) -> Array:
-        return evaluate_agents(runner.seeds.agent, keys)
+        if not exchange.active:
+            return evaluate_agents(runner.seeds.agent, keys)
+        # every replica evaluates its own episodes; the seed's return is their mean
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, exchange.replica())
+        return exchange.mean(evaluate_agents(runner.seeds.agent, keys))
 
     return TrainFns(
         init=init,
@@ -334,4 +380,5 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         agent=agent,
         buffer=buffer,
         seed_axes=seed_axes,
+        exchange=exchange,
     )

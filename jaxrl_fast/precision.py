@@ -288,27 +288,35 @@ def all_finite(tree: Any) -> Array:
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.ones((), bool)
 
 
-def skip_nonfinite(inner: optax.GradientTransformation) -> optax.GradientTransformation:
+def skip_nonfinite(
+    inner: optax.GradientTransformation,
+    everywhere: Callable[[Array], Array] | None = None,
+) -> optax.GradientTransformationExtraArgs:
     """Wrap `inner` so that a step with non-finite gradients changes nothing.
 
     On such a step the returned optimiser state is the old one, leaf for leaf, and every update
     is `-0.0`: `x + (-0.0) == x` bitwise for every float `x` (both zeros included), so
     `optax.apply_updates` leaves the parameters bitwise unchanged. Unlike
     `optax.apply_if_finite` there is no extra state and no limit on consecutive skips: the loss
-    scale (`make_loss_scale`) counts them and decides on the fallback.
+    scale (`make_loss_scale`) counts them and decides on the fallback. `everywhere` turns the
+    local "finite" into one shared by data replicas (`parallel.Exchange.all`), so they all skip
+    together; extra arguments of `update` (e.g. 1-bit Adam's `step`) go to `inner`.
     """
+    inner = optax.with_extra_args_support(inner)
 
     def init(params: Any) -> Any:
         return inner.init(params)
 
-    def update(grads: Any, state: Any, params: Any = None) -> tuple[Any, Any]:
+    def update(grads: Any, state: Any, params: Any = None, **extra: Any) -> tuple[Any, Any]:
         finite = all_finite(grads)
-        updates, new_state = inner.update(grads, state, params)
+        if everywhere is not None:
+            finite = everywhere(finite)
+        updates, new_state = inner.update(grads, state, params, **extra)
         updates = jax.tree.map(lambda u: jnp.where(finite, u, jnp.asarray(-0.0, u.dtype)), updates)
         new_state = jax.tree.map(lambda new, old: jnp.where(finite, new, old), new_state, state)
         return updates, new_state
 
-    return optax.GradientTransformation(init, update)
+    return optax.GradientTransformationExtraArgs(init, update)
 
 
 def scaled_value_and_grad(

@@ -82,9 +82,18 @@ def train(
         anything compiles).
     """
     wall = time.perf_counter()
-    devices = list(devices) if devices is not None else jax.local_devices()
+    if devices is None:  # every process's devices in a multi-process run
+        devices = jax.devices() if jax.process_count() > 1 else jax.local_devices()
+    devices = list(devices)
     run = config if isinstance(config, ResolvedRun) else resolve(config, env=env, device=devices[0])
     _warn_if_few_chunks(run.config)
+    if run_dir is not None and jax.process_count() > 1:
+        raise ValueError(
+            f"run_dir={os.fspath(run_dir)!r} (checkpoints, metrics files) is not supported yet in "
+            f"a multi-process run ({jax.process_count()} processes); write the summary with "
+            "`jaxrl-fast train --out DIR` (process 0 writes it)."
+        )
+    progress = progress and parallel.is_main()
     if run_dir is None and resume:
         raise ValueError("resume=True needs run_dir: the directory of the run to continue.")
     saver = None
@@ -190,7 +199,19 @@ def _compile(fns: TrainFns, devices: Sequence[Any]) -> _Compiled:
     used = parallel.seed_devices(config.num_seeds, devices)
     if fns.single_device:
         used = used[:1]
-    if len(used) > 1:
+    if fns.exchange.active:  # a seed x data mesh; the program's leaves are lanes [D * S]
+        mesh = parallel.lane_mesh(config.num_seeds, config.parallel.data, devices)
+        used = list(mesh.devices.flat)
+        lanes = P((parallel.DATA_AXIS, SEED_AXIS))
+        spec = RunnerState(seeds=parallel.lane_specs(fns.seed_axes), block=P())
+        init_fn = parallel.shard_over_seeds(fns.init, mesh, lanes, spec)
+        run_fn = parallel.shard_over_seeds(fns.run_chunk, mesh, (spec,), (spec, P(SEED_AXIS)))
+        eval_fn = parallel.shard_over_seeds(fns.evaluate, mesh, (spec, P(SEED_AXIS)), P(SEED_AXIS))
+        # replica d of seed s is lane d * S + s: it starts from seed s's key
+        keys = keys[np.tile(np.arange(config.num_seeds), config.parallel.data)]
+        keys = parallel.put_global(keys, mesh, lanes)
+        eval_keys = parallel.put_global(eval_keys, mesh, P(SEED_AXIS))
+    elif len(used) > 1:
         mesh = parallel.seed_mesh(used)
         spec = RunnerState(seeds=parallel.seed_specs(fns.seed_axes), block=P())
         init_fn = parallel.shard_over_seeds(fns.init, mesh, P(SEED_AXIS), spec)
@@ -337,7 +358,7 @@ def _run(
     bar.close()
 
     t, waited = time.perf_counter(), evaluator.compile_wait_s
-    final_return = np.asarray(evaluator(runner) if final is None else final)
+    final_return = np.asarray(parallel.to_host(evaluator(runner) if final is None else final))
     eval_time = time.perf_counter() - t - (evaluator.compile_wait_s - waited)
     compile_time = compiled.compile_time_s + evaluator.compile_wait_s
     return TrainResult(

@@ -1,9 +1,14 @@
-"""Spreading vmapped seeds over local devices (DESIGN §1.3, §5).
+"""The device mesh: seeds spread over devices, and a seed's data replicas on a `data` axis.
 
 Seeds are independent, so a mesh with one `seed` axis and `jax.shard_map` runs each device's
 slice of seeds with no communication at all: every device runs the very same per-seed program
 on `num_seeds / num_devices` seeds. The replay's shared write cursors (`Buffer.seed_axes` None)
 are replicated: every device advances them identically.
+
+With `ParallelConfig.data` = D > 1 the mesh has two axes, `seed` x `data`; the program's
+per-seed leaves hold one copy per replica ("lanes", `[D * S]`, replica-major: lane `d * S + s` is
+replica d of seed s), split over both axes, so every device holds its replica's slice of
+seeds and the collectives of `parallel.exchange` run over `data`.
 
 On a CPU, XLA gives one device per process unless asked; `use_cpu_cores()` asks for one device per
 core (it must run before JAX's backend starts), so seeds then run on all cores.
@@ -15,10 +20,13 @@ import os
 from typing import Any, Callable, Sequence
 
 import jax
+import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxrl_fast.seeds import SEED_AXIS
+
+DATA_AXIS = "data"
 
 
 def use_cpu_cores(n: int | None = None) -> bool:
@@ -79,3 +87,57 @@ def seed_mesh(devices: Sequence[Any]) -> Mesh:
 def put_seeds(x: Any, mesh: Mesh) -> Any:
     """Place an array with a leading seed axis on the mesh, split over seeds."""
     return jax.device_put(x, NamedSharding(mesh, P(SEED_AXIS)))
+
+
+def lane_mesh(num_seeds: int, data: int, devices: Sequence[Any]) -> Mesh:
+    """A `seed` x `data` mesh: `data` replicas, each over the most devices that divide the
+    seeds among what `devices` leaves per replica.
+
+    Raises:
+      ValueError: fewer than `data` devices.
+    """
+    devices = list(devices)
+    if len(devices) < data:
+        raise ValueError(
+            f"ParallelConfig.data={data} needs {data} devices (one per replica); the run sees "
+            f"{len(devices)} ({devices[0].platform if devices else 'none'}). On a CPU call "
+            f"jaxrl_fast.parallel.use_cpu_cores({data}) before JAX starts (`jaxrl-fast train` "
+            f"uses every core), or run `jaxrl-fast launch --local {data} -- train ...`."
+        )
+    per_replica = len(devices) // data
+    seeds = max(d for d in range(1, per_replica + 1) if num_seeds % d == 0)
+    grid = [[devices[i * data + j] for j in range(data)] for i in range(seeds)]
+    return jax.make_mesh(
+        (seeds, data),
+        (SEED_AXIS, DATA_AXIS),
+        devices=[d for row in grid for d in row],
+        axis_types=(jax.sharding.AxisType.Auto,) * 2,
+    )
+
+
+def lane_specs(seed_axes: Any) -> Any:
+    """PartitionSpecs for a state of lanes given its vmap axes (0: per lane, None: shared)."""
+    return jax.tree.map(
+        lambda a: P() if a is None else P((DATA_AXIS, SEED_AXIS)),
+        seed_axes,
+        is_leaf=lambda x: x is None,
+    )
+
+
+def put_global(x: Any, mesh: Mesh, spec: P) -> Any:
+    """Place a host value (the same on every process) on `mesh` as `spec` says; works when the
+    mesh spans several processes (typed PRNG keys included)."""
+    sharding = NamedSharding(mesh, spec)
+    if jax.process_count() == 1:
+        return jax.device_put(x, sharding)
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        impl = jax.random.key_impl(x)
+        data = np.asarray(jax.random.key_data(x))
+        placed = jax.make_array_from_callback(
+            data.shape, NamedSharding(mesh, P(*spec, None)), lambda index: data[index]
+        )
+        return jax.jit(lambda d: jax.random.wrap_key_data(d, impl=impl), out_shardings=sharding)(
+            placed
+        )
+    x = np.asarray(x)
+    return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
