@@ -103,7 +103,7 @@ class ChunkLog:
 
     def _show(self, m: ChunkMetrics, env_steps: int, elapsed: float) -> None:
         rets = np.asarray(m.episode_return)
-        sps = self.config.num_seeds * env_steps / max(elapsed, 1e-9)
+        sps = self.config.num_lanes * env_steps / max(elapsed, 1e-9)
         mean_ret = float(np.nanmean(rets)) if np.isfinite(rets).any() else float("nan")
         text = f"env-steps/s={sps:,.0f} return={mean_ret:.1f}"
         if self.last_eval is not None:

@@ -55,8 +55,8 @@ class TrainResult:
 
     @property
     def env_steps_per_s(self) -> float:
-        """Aggregate env steps per second over all seeds, compile excluded."""
-        return self.config.num_seeds * self.env_steps / max(self.run_time_s, 1e-9)
+        """Aggregate env steps per second over all seeds and data replicas, compile excluded."""
+        return self.config.num_lanes * self.env_steps / max(self.run_time_s, 1e-9)
 
     @property
     def train_env_steps_per_s(self) -> float:
@@ -65,8 +65,8 @@ class TrainResult:
         c = self.config
         steps_per_chunk = c.blocks_per_chunk * c.train_frequency
         if c.chunks == 1:
-            return c.num_seeds * steps_per_chunk / max(self.run_time_s, 1e-9)
-        steps = c.num_seeds * steps_per_chunk * (c.chunks - 1)
+            return c.num_lanes * steps_per_chunk / max(self.run_time_s, 1e-9)
+        steps = c.num_lanes * steps_per_chunk * (c.chunks - 1)
         return steps / max(self.run_time_s - self.first_chunk_time_s, 1e-9)
 
     def summary(self) -> dict:

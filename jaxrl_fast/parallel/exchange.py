@@ -21,6 +21,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 
 from jaxrl_fast.config import ParallelConfig
 from jaxrl_fast.parallel import onebit
@@ -58,7 +59,7 @@ class Exchange:
         """The mean gradient over the replicas where gradients are averaged in fp32 every
         update; else (1-bit, local SGD, one replica) the local gradient."""
         if self.active and self.sync_period is None and self.compression == "none":
-            return jax.lax.pmean(grads, self.axis)
+            return _pmean_flat(grads, self.axis)
         return grads
 
     def all(self, flag: Array) -> Array:
@@ -89,12 +90,12 @@ class Exchange:
 
     def average(self, params: Any) -> Any:
         """Parameters averaged over the replicas (local SGD's sync)."""
-        return jax.lax.pmean(params, self.axis)
+        return _pmean_flat(params, self.axis)
 
     def bytes_per_update(self, params: Any) -> float:
-        """Bytes one replica sends per update, on average over the run's phases: the fp32
-        gradients, 1-bit momentum after the warm-up (`total_updates` set by `for_run`), or the
-        parameters every K updates (online and target)."""
+        """Bytes one replica puts into the exchange per update: the fp32 gradients (sync
+        every_step), the 1-bit momentum (onebit, after its warm-up, which sends the fp32
+        gradients), or the online and target parameters every K updates, per update."""
         if not self.active:
             return 0.0
         full = onebit.full_bytes(params)
@@ -103,6 +104,12 @@ class Exchange:
         if self.compression == "none":
             return float(full)
         return float(onebit.compressed_bytes(params))
+
+
+def _pmean_flat(tree: Any, axis: str) -> Any:
+    """`pmean` of a pytree as one flat vector: one collective instead of one per tensor."""
+    flat, unravel = ravel_pytree(tree)
+    return unravel(jax.lax.pmean(flat, axis))
 
 
 def make_exchange(config: ParallelConfig, total_updates: int) -> Exchange:

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.flatten_util import ravel_pytree
 
 from jaxrl_fast.types import Array
 
@@ -49,19 +50,26 @@ def unpack_signs(packed: Array, scale: Array, like: Array) -> Array:
 def exchange_signs(x: Any, axis: str) -> tuple[Any, Any]:
     """Over the replicas of mesh axis `axis`: the mean of every replica's 1-bit compressed `x`
     (a pytree), and this replica's own compressed `x`. What crosses the wire per tensor of n
-    elements is `ceil(n / 8)` bytes of signs and a 4-byte scale (an all-gather)."""
-
-    def one(leaf):
-        packed, scale = pack_signs(leaf)
-        all_packed = jax.lax.all_gather(packed, axis)  # [D, ceil(n/8)] uint8
-        all_scales = jax.lax.all_gather(scale, axis)  # [D]
-        replicas = jax.vmap(lambda p, s: unpack_signs(p, s, leaf))(all_packed, all_scales)
-        return jnp.mean(replicas, axis=0), unpack_signs(packed, scale, leaf)
-
-    pairs = jax.tree.map(one, x)
-    outer = jax.tree.structure(x)
-    inner = jax.tree.structure((0, 0))
-    return jax.tree.transpose(outer, inner, pairs)
+    elements is `ceil(n / 8)` bytes of signs and a 4-byte scale, all tensors in one uint8
+    all-gather (one collective per exchange: on a CPU a collective's latency, not its bytes,
+    dominates small networks)."""
+    leaves, treedef = jax.tree.flatten(x)
+    packed, scales = zip(*(pack_signs(leaf) for leaf in leaves), strict=True)
+    scale_bytes = jax.lax.bitcast_convert_type(jnp.stack(scales), jnp.uint8).reshape(-1)
+    message = jnp.concatenate([*packed, scale_bytes])
+    gathered = jax.lax.all_gather(message, axis)  # [D, sum ceil(n/8) + 4 * tensors] uint8
+    tail = gathered[:, -scale_bytes.shape[0] :].reshape(gathered.shape[0], len(leaves), 4)
+    all_scales = jax.lax.bitcast_convert_type(tail, jnp.float32)  # [D, tensors]
+    means, owns, start = [], [], 0
+    for i, (leaf, own_packed) in enumerate(zip(leaves, packed, strict=True)):
+        part = gathered[:, start : start + own_packed.shape[0]]
+        start += own_packed.shape[0]
+        replicas = jax.vmap(lambda p, s, leaf=leaf: unpack_signs(p, s, leaf))(
+            part, all_scales[:, i]
+        )
+        means.append(jnp.mean(replicas, axis=0))
+        owns.append(unpack_signs(own_packed, scales[i], leaf))
+    return jax.tree.unflatten(treedef, means), jax.tree.unflatten(treedef, owns)
 
 
 def compressed_bytes(tree: Any) -> int:
@@ -113,7 +121,8 @@ def onebit_adam(
         grads = jax.tree.map(lambda g: g.astype(jnp.float32), grads)
 
         def full(grads, state):
-            g = jax.lax.pmean(grads, axis)
+            flat, unravel = ravel_pytree(grads)
+            g = unravel(jax.lax.pmean(flat, axis))  # one collective for every tensor
             mu = jax.tree.map(lambda m, x: b1 * m + (1 - b1) * x, state.mu, g)
             nu = jax.tree.map(lambda v, x: b2 * v + (1 - b2) * x * x, state.nu, g)
             return mu, nu, state.error
