@@ -60,6 +60,10 @@ def _modes(total_updates: int) -> dict[str, tuple[list[str], list[str]]]:
         "2 dev, data 2, onebit": (local, ["--parallel.data", "2", "--parallel.compression", "onebit"]),
         "2 dev, data 2, every:50": (local, ["--parallel.data", "2", "--parallel.sync", "every:50"]),
         "2 proc, data 2": (launch, ["--parallel.data", "2"]),
+        "2 proc, data 2, no exchange": (
+            launch,
+            ["--parallel.data", "2", "--parallel.sync", f"every:{total_updates}"],
+        ),
         "2 proc, data 2, onebit": (launch, ["--parallel.data", "2", "--parallel.compression", "onebit"]),
     }  # fmt: skip
 
@@ -108,6 +112,32 @@ def _bytes_per_update(preset: str, flags: list[str]) -> float:
     return make_exchange(cfg.parallel, cfg.total_updates).bytes_per_update(params)  # fmt: skip
 
 
+def _nature_cnn_bytes() -> dict:
+    """Parameters of the Nature-DQN CNN (`atari-pong`: 84x84x4 frames, 6 actions), and what a
+    replica exchanges per update with fp32 gradients or 1-bit momentum (no env needed)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxrl_fast import presets
+    from jaxrl_fast.envs.base import EnvSpec
+    from jaxrl_fast.networks import QNetwork
+    from jaxrl_fast.parallel import onebit
+
+    cfg = presets.get("atari-pong")
+    spec = EnvSpec("Pong-v5", (84, 84, 4), np.uint8, 6, cfg.env.num_envs, 27_000)
+    net = QNetwork.from_config(cfg.network, spec)
+    obs = jax.ShapeDtypeStruct((1, 84, 84, 4), jnp.uint8)
+    params = jax.eval_shape(net.init, jax.random.key(0), obs)
+    return {
+        "params": int(sum(x.size for x in jax.tree.leaves(params))),
+        "tensors": len(jax.tree.leaves(params)),
+        "fp32_bytes": onebit.full_bytes(params),
+        "onebit_bytes": onebit.compressed_bytes(params),
+        "batch_size": cfg.replay.batch_size,
+    }
+
+
 def _parity(args: argparse.Namespace) -> dict:
     """Per preset: `--parity-seeds` seeds, 2 replicas over 2 processes, fp32 vs 1-bit exchange."""
     from jaxrl_fast import presets
@@ -138,6 +168,7 @@ def main() -> None:
     parser.add_argument("--parity-steps", type=int, default=None, help="default: each preset's own")
     parser.add_argument("--parity-only", action="store_true", help="redo only the parity part")
     parser.add_argument("--quick", action="store_true", help="1 round, 11k steps, 2 parity seeds")
+    parser.add_argument("--render-only", action="store_true", help="rewrite the .md from the .json")
     args = parser.parse_args()
     if args.quick:
         args.total_env_steps, args.rounds, args.parity_seeds = 11_000, 1, 2
@@ -147,6 +178,13 @@ def main() -> None:
         with open(path + ".json") as f:
             result = json.load(f)
         result["parity"] = _parity(args)
+        result["nature_cnn"] = _nature_cnn_bytes()
+        write_results(path, result, render)
+        return
+    if args.render_only:
+        with open(path + ".json") as f:
+            result = json.load(f)
+        result["nature_cnn"] = _nature_cnn_bytes()
         write_results(path, result, render)
         return
     from jaxrl_fast import presets
@@ -177,10 +215,11 @@ def main() -> None:
             ),
             "scaling_efficiency": sps / (replicas * one_sps),
         }
-    for kind in ("2 dev", "2 proc"):
-        every, none = rows.get(f"{kind}, data 2"), rows.get("2 dev, data 2, no exchange")
-        if every and none:
-            every["comm_share"] = max(0.0, 1 - none["run_time_s"] / every["run_time_s"])
+    for kind in ("2 dev", "2 proc"):  # each against the run without exchange on its transport
+        none = rows.get(f"{kind}, data 2, no exchange")
+        for name in (f"{kind}, data 2", f"{kind}, data 2, onebit"):
+            if rows.get(name) and none:
+                rows[name]["comm_share"] = 1 - none["run_time_s"] / rows[name]["run_time_s"]
     parity = _parity(args)
     result = {
         "machine": machine(),
@@ -191,11 +230,53 @@ def main() -> None:
         "runs": runs,
         "rows": rows,
         "parity": parity,
+        "nature_cnn": _nature_cnn_bytes(),
     }
     write_results(path, result, render)
 
 
+# Link speeds for the plan on paper: assumptions, not measurements (per direction).
+_LINKS = {"NVLink (H100, 450 GB/s)": 450e9, "100 Gbit/s": 12.5e9, "25 Gbit/s Ethernet": 3.125e9}
+_PLAN_REPLICAS = (2, 8, 64, 512)
+
+
+def wire_bytes(kind: str, full: float, compressed: float, replicas: int, period: int = 50) -> float:
+    """Bytes each replica sends per update with `replicas` replicas: "fp32" a ring all-reduce
+    of the gradients (`2 (N-1)/N` x their bytes), "onebit" an all-gather of every replica's
+    signs and scales (`(N-1)` x the compressed bytes), "every" a ring all-reduce of online and
+    target parameters every `period` updates."""
+    n = replicas
+    if kind == "fp32":
+        return 2 * (n - 1) / n * full
+    if kind == "onebit":
+        return (n - 1) * compressed
+    return 2 * 2 * (n - 1) / n * full / period
+
+
+def exchange_cost(rows: dict, kind: str) -> dict | None:
+    """Seconds per update that the fp32 and the 1-bit exchange add to the run without exchange
+    on transport `kind` ("2 dev" or "2 proc"), from the measured updates/s."""
+    names = [f"{kind}, data 2{x}" for x in ("", ", onebit", ", no exchange")]
+    if not all(n in rows for n in names):
+        return None
+    fp32, one, none = (1 / rows[n]["updates_per_s"] for n in names)
+    return {"fp32_s": fp32 - none, "onebit_s": one - none, "none_s": none}
+
+
+def parity_verdict(none: list[float], onebit: list[float]) -> dict:
+    """Mean difference (1-bit minus fp32), its standard error and whether it is within noise
+    (|difference| <= 2 standard errors)."""
+
+    def var(x):
+        return statistics.variance(x) if len(x) > 1 else 0.0
+
+    diff = statistics.fmean(onebit) - statistics.fmean(none)
+    se = (var(none) / len(none) + var(onebit) / len(onebit)) ** 0.5
+    return {"difference": diff, "se": se, "within_noise": abs(diff) <= 2 * se}
+
+
 def render(res: dict) -> str:
+    rows = res["rows"]
     lines = [
         f"# Data-parallel scaling ({res['preset']})",
         "",
@@ -203,19 +284,29 @@ def render(res: dict) -> str:
         "",
         f"{res['total_env_steps_per_replica']:,} env steps and {res['total_updates']:,} updates "
         f"per replica; medians of {res['rounds']} alternating round(s), fresh processes, cold "
-        "compile. `python benchmarks/scale.py` re-runs it.",
+        "compile. `python benchmarks/scale.py` re-runs it (about 30 minutes on 2 cores).",
         "",
         "| mode | env-steps/s (all replicas) | updates/s | bytes/update/replica | comm share "
         "| scaling eff. | final return |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, r in res["rows"].items():
+    for name, r in rows.items():
         comm = f"{r['comm_share']:.0%}" if "comm_share" in r else "-"
         lines.append(
             f"| {name} | {r['env_steps_per_s']:,.0f} | {r['updates_per_s']:,.0f} | "
             f"{r['bytes_per_update']:,.0f} | {comm} | {r['scaling_efficiency']:.2f} | "
             f"{r['mean_final_return']:.1f} |"
         )
+    lines += [
+        "",
+        "- bytes/update/replica: what one replica puts into the exchange per update "
+        "(`parallel.Exchange.bytes_per_update`): fp32 gradients, 1-bit signs plus a scale per "
+        "tensor, or online and target parameters every K updates, per update.",
+        "- comm share: `1 - run time without exchange / run time with it`, each against the "
+        "no-exchange run on the same transport (it averages once, at the end).",
+        "- scaling efficiency: env-steps/s over replicas x the 1-device env-steps/s. final "
+        "return: one seed per run (the parity tables below have several).",
+    ]
     for preset, p in res["parity"].items():
         lines += [
             "",
@@ -225,21 +316,91 @@ def render(res: dict) -> str:
             "| exchange | final greedy return per seed | mean | stdev |",
             "|---|---|---:|---:|",
         ]
+        rets = {}
         for comp in ("none", "onebit"):
-            rets = [x for x in p[comp]["final_returns"] if x is not None]
-            sd = statistics.stdev(rets) if len(rets) > 1 else 0.0
+            rets[comp] = [x for x in p[comp]["final_returns"] if x is not None]
+            sd = statistics.stdev(rets[comp]) if len(rets[comp]) > 1 else 0.0
             lines.append(
-                f"| {comp} | {', '.join(f'{x:.1f}' for x in rets)} | "
-                f"{sum(rets) / max(len(rets), 1):.1f} | {sd:.1f} |"
+                f"| {comp} | {', '.join(f'{x:.1f}' for x in rets[comp])} | "
+                f"{statistics.fmean(rets[comp]):.1f} | {sd:.1f} |"
             )
-    lines += [
-        "",
-        "comm share: `1 - run time without exchange / run time with it` (the no-exchange run "
-        "averages once, at the end). Scaling efficiency: env-steps/s over replicas x the "
-        "1-device env-steps/s.",
-        "",
-    ]
-    return "\n".join(lines)
+        v = parity_verdict(rets["none"], rets["onebit"])
+        word = "within noise" if v["within_noise"] else "NOT within noise"
+        lines += [
+            "",
+            f"1-bit minus fp32: {v['difference']:+.2f} (standard error {v['se']:.2f}): {word} "
+            "(|difference| <= 2 standard errors).",
+        ]
+    lines += _render_plan(res)
+    return "\n".join(lines) + "\n"
+
+
+def _render_plan(res: dict) -> list[str]:
+    rows, cnn = res["rows"], res.get("nature_cnn")
+    lines = ["", "## What the exchange costs, and a plan on paper for 8 GPUs and 64 hosts", ""]
+    mlp = {
+        "fp32": rows["2 dev, data 2"]["bytes_per_update"],
+        "onebit": rows["2 dev, data 2, onebit"]["bytes_per_update"],
+    }
+    for kind in ("2 dev", "2 proc"):
+        cost = exchange_cost(rows, kind)
+        if cost is None:
+            continue
+        lines.append(
+            f"- {kind} (measured): the fp32 exchange adds {cost['fp32_s'] * 1e3:.3f} ms per "
+            f"update, the 1-bit one {cost['onebit_s'] * 1e3:.3f} ms (an update without "
+            f"exchange: {cost['none_s'] * 1e3:.3f} ms)."
+        )
+    cost = exchange_cost(rows, "2 dev")
+    if cost is not None:
+        extra = cost["onebit_s"] - cost["fp32_s"]  # compression's own compute, link ~free
+        saved = wire_bytes("fp32", mlp["fp32"], 0, 2) - wire_bytes("onebit", 0, mlp["onebit"], 2)
+        if extra > 0:
+            lines.append(
+                f"- Break-even link bandwidth, CartPole's MLP, 2 replicas: 1-bit exchange "
+                f"saves {saved:,.0f} bytes per update on the wire and costs {extra * 1e3:.3f} ms "
+                f"of packing on this CPU, so it pays on links slower than "
+                f"{saved / extra / 1e6:,.0f} MB/s ({8 * saved / extra / 1e9:.2f} Gbit/s)."
+            )
+            if cnn:
+                per_param = extra / (mlp["fp32"] / 4)  # seconds per parameter, this CPU
+                cnn_extra = per_param * cnn["params"]
+                lines.append(
+                    f"- The Nature CNN ({cnn['params']:,} parameters, {cnn['fp32_bytes'] / 1e6:.2f}"
+                    f" MB of fp32 gradients, {cnn['onebit_bytes'] / 1e6:.3f} MB in 1 bit): "
+                    f"about {cnn_extra * 1e3:.0f} ms of packing per update on this CPU (the "
+                    "MLP's cost per parameter, an extrapolation), so the same break-even "
+                    "bandwidth. A GPU packs far faster, which raises it; not measured here."
+                )
+        else:
+            lines.append(
+                "- The 1-bit exchange cost no more than the fp32 one here: it pays on any link."
+            )
+    if cnn:
+        lines += [
+            "",
+            "Bytes each replica sends per update for the Nature CNN, and the time on a link "
+            "(ring all-reduce for fp32; all-gather for 1-bit, as `parallel.onebit` does; local "
+            "SGD every 50 updates; link speeds assumed, not measured):",
+            "",
+            "| replicas | exchange | MB per update | "
+            + " | ".join(f"ms on {name}" for name in _LINKS)
+            + " |",
+            "|---:|---|---:|" + "---:|" * len(_LINKS),
+        ]
+        for n in _PLAN_REPLICAS:
+            for kind in ("fp32", "onebit", "every"):
+                b = wire_bytes(kind, cnn["fp32_bytes"], cnn["onebit_bytes"], n)
+                label = {"fp32": "fp32 every update", "onebit": "1-bit", "every": "every:50"}[kind]
+                times = " | ".join(f"{b / bw * 1e3:.3f}" for bw in _LINKS.values())
+                lines.append(f"| {n} | {label} | {b / 1e6:.3f} | {times} |")
+        lines += [
+            "",
+            "The all-gather's bytes grow with the replicas ((N-1)/32 of the fp32 gradient "
+            "against the all-reduce's 2 (N-1)/N), so 1-bit exchange stops saving bytes at about "
+            "64 replicas; beyond that only local SGD (every:K) cuts the traffic.",
+        ]
+    return lines
 
 
 if __name__ == "__main__":

@@ -23,6 +23,15 @@ What can go wrong, and what happens:
   `Checkpointer.restore_latest` warns and restores the one before; the damaged ones are renamed
   to `<step>.unreadable` (kept, never picked again). Garbled array bytes that orbax reads
   without an error are caught by the record's CRC-32s.
+
+Multi-process runs (`jax.distributed`): every process calls `save` and `restore` together, on a
+directory they all see (one machine, or a shared file system); each writes and reads only its
+own shards (orbax's multi-process arrays; process 0 writes the record). The record keeps a
+CRC-32 of each process's shards of every leaf (`process_checksums`), each process checks its
+own after a restore, and the processes agree on every verdict (a checkpoint damaged in one
+process's files is passed over by all), so they always restore the same step. Directory
+changes (removing unfinished saves, setting damaged ones aside) are process 0's, behind a
+barrier.
 """
 
 from __future__ import annotations
@@ -57,14 +66,37 @@ def _data(x: Any) -> Any:
     return jax.random.key_data(x) if _is_key(x) else x
 
 
+def _processes() -> int:
+    return jax.process_count()
+
+
+def _sync(name: str) -> None:
+    """A barrier across processes (nothing with one process)."""
+    if _processes() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(f"jaxrl_fast.checkpoint.{name}")
+
+
+def _any_process(flag: bool) -> bool:
+    """Whether `flag` holds on any process (a collective: every process calls it)."""
+    if _processes() == 1:
+        return bool(flag)
+    from jax.experimental import multihost_utils
+
+    return bool(np.any(multihost_utils.process_allgather(np.int32(bool(flag)))))
+
+
 def manager(directory: str, keep: int):
     """An orbax `CheckpointManager` over `directory` keeping the last `keep` checkpoints, made
-    after removing the unfinished checkpoints a killed save left there."""
+    after removing the unfinished checkpoints a killed save left there (by process 0 in a
+    multi-process run, the others waiting)."""
     import orbax.checkpoint as ocp
 
     where = os.path.abspath(directory)
-    if os.path.isdir(where):
+    if os.path.isdir(where) and jax.process_index() == 0:
         _remove_unfinished(where, lambda name: _UNFINISHED.fullmatch(name) is not None)
+    _sync("manager")
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False)
     # L3's host arrays (numpy, or memmaps of a disk L3) are written as they are: orbax's numpy
     # handler would copy each first, and the saves are synchronous (nothing writes them meanwhile)
@@ -117,6 +149,9 @@ def save(
     state = jax.tree.map(_data, runner)
     record = dict(record, num_devices=num_devices or device_count(runner))
     record["checksums"] = checksums(state)
+    if _processes() > 1:
+        record["num_processes"] = _processes()
+        record["process_checksums"] = process_checksums(state)
     items = dict(
         state=ocp.args.PyTreeSave(state, ocdbt_target_data_file_size=_DATA_FILE_BYTES),
         record=ocp.args.JsonSave(record),
@@ -132,7 +167,8 @@ def save(
         mngr.save(chunks_done, args=args, force=True)
         mngr.wait_until_finished()
     except Exception as err:
-        _discard(mngr, chunks_done, keep_final=existed)
+        if jax.process_index() == 0:  # the others' leftovers: the next start removes them
+            _discard(mngr, chunks_done, keep_final=existed)
         code = _errno(err)
         if code is None:
             raise
@@ -217,6 +253,9 @@ def restore(
     """
     import orbax.checkpoint as ocp
 
+    if _processes() > 1:
+        return _restore_global(mngr, step, like)
+
     def read_as(x):
         return ocp.RestoreArgs(restore_type=np.ndarray, dtype=x.dtype)
 
@@ -254,6 +293,77 @@ def restore(
         placed.append(jax.block_until_ready(jax.device_put(value, x.sharding)))  # then free
     runner = jax.tree.unflatten(treedef, placed)
     return (runner, record) if host_arrays is None else (runner, record, host_arrays)
+
+
+def _restore_global(mngr, step: int, like: Any) -> tuple[Any, dict]:
+    """`restore` in a multi-process run: each process reads only its shards of each leaf,
+    straight into `like`'s shardings, and checks them against its CRC-32s in the record (when
+    the checkpoint was saved by as many processes)."""
+    import orbax.checkpoint as ocp
+
+    data = jax.tree.map(_data, like)
+    target = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), data
+    )
+    restore_args = jax.tree.map(
+        lambda x: ocp.ArrayRestoreArgs(sharding=x.sharding, dtype=x.dtype), data
+    )
+    out = mngr.restore(
+        step,
+        args=ocp.args.Composite(
+            state=ocp.args.PyTreeRestore(target, restore_args=restore_args),
+            record=ocp.args.JsonRestore(),
+        ),
+    )
+    record = dict(out["record"])
+    saved = record.get("process_checksums")
+    if saved is not None and record.get("num_processes") == _processes():
+        me = jax.process_index()
+        for path, value in jax.tree_util.tree_leaves_with_path(out["state"]):
+            name = jax.tree_util.keystr(path)
+            want = saved.get(name)
+            if want is not None and want[me] != local_crc32(value):
+                raise ValueError(
+                    f"checkpoint {step}: process {me}'s shards of leaf {name} do not match the "
+                    f"CRC-32 saved with them (a damaged array file)."
+                )
+    leaves, treedef = jax.tree.flatten(like)
+    placed = []
+    for x, value in zip(leaves, jax.tree.leaves(out["state"]), strict=True):
+        if _is_key(x):
+            impl = jax.random.key_impl(x)
+            wrap = jax.jit(
+                lambda d, impl=impl: jax.random.wrap_key_data(d, impl=impl),
+                out_shardings=x.sharding,
+            )
+            value = wrap(value)
+        placed.append(value)
+    return jax.tree.unflatten(treedef, placed), record
+
+
+def process_checksums(tree: Any) -> dict[str, list[int]]:
+    """Per leaf, the CRC-32 of each process's shards (`local_crc32`), by leaf path, gathered
+    from every process (a collective: every process calls it)."""
+    from jax.experimental import multihost_utils
+
+    named = jax.tree_util.tree_leaves_with_path(tree)
+    local = np.array([local_crc32(x) for _, x in named], dtype=np.uint32)
+    every = np.asarray(multihost_utils.process_allgather(local))  # [processes, leaves]
+    every = every.reshape(_processes(), len(named))
+    return {
+        jax.tree_util.keystr(path): [int(c) for c in every[:, i]]
+        for i, (path, _) in enumerate(named)
+    }
+
+
+def local_crc32(x: jax.Array) -> int:
+    """CRC-32 of this process's shards of `x`, each distinct shard once (replicas: the first),
+    in the order of their positions in `x`, each shard's bytes in C order."""
+    shards = {}
+    for shard in x.addressable_shards:
+        start = tuple(sl.indices(n)[0] for sl, n in zip(shard.index, x.shape, strict=True))
+        shards.setdefault(start, shard)
+    return _crc(np.asarray(shards[start].data) for start in sorted(shards))
 
 
 def checksums(tree: Any) -> dict[str, int | None]:
@@ -413,6 +523,7 @@ class Checkpointer:
         steps = sorted(self.manager.all_steps(), reverse=True)
         unusable = []
         for step in steps:
+            error = None
             try:
                 host_like = self.host_state() if self.host_state is not None else None
                 runner, record, *host = restore(self.manager, step, like, host_like)
@@ -421,8 +532,12 @@ class Checkpointer:
             except MemoryError:  # not damage: the checkpoint may be fine
                 raise
             except Exception as err:  # any damage: warn, then try the checkpoint before
+                error = _one_line(err)
+            # every process takes the same verdict: damage in one process's files is damage
+            if _any_process(error is not None):
+                why = error or "damaged in another process's files"
                 warnings.warn(
-                    f"checkpoint {step} in {self._where} cannot be restored ({_one_line(err)}); "
+                    f"checkpoint {step} in {self._where} cannot be restored ({why}); "
                     f"trying the one before.",
                     stacklevel=2,
                 )
@@ -442,12 +557,13 @@ class Checkpointer:
 
     def _set_aside(self, steps: list[int]) -> None:
         root = os.fspath(self.manager.directory)
-        for step in steps:
+        for step in steps if jax.process_index() == 0 else ():
             target, n = os.path.join(root, f"{step}{UNREADABLE_SUFFIX}"), 1
             while os.path.exists(target):
                 target, n = os.path.join(root, f"{step}{UNREADABLE_SUFFIX}.{n}"), n + 1
             os.rename(os.path.join(root, str(step)), target)
         if steps:
+            _sync("set_aside")
             self.manager.reload()
 
     def _check_devices(self, step: int, record: dict, like: Any) -> None:
@@ -467,6 +583,10 @@ class Checkpointer:
         due = chunks_done % self.every_chunks == 0 or chunks_done == self.chunks
         if not due and self.every_seconds is not None:
             due = self._clock() - self._last_save >= self.every_seconds
+            if _processes() > 1:  # process 0's clock decides for all (each must save)
+                from jax.experimental import multihost_utils
+
+                due = bool(multihost_utils.broadcast_one_to_all(np.bool_(due)))
         if not due:
             return False
         host = self.host_state() if self.host_state is not None else None

@@ -118,10 +118,6 @@ def _train(args: argparse.Namespace) -> int:
     distributed = args.distributed or args.coordinator is not None or args.num_processes is not None
     if distributed:  # before anything starts JAX's backends; one CPU device per process
         parallel.initialize(args.coordinator, args.num_processes, args.process_id)
-        if args.run_dir is not None or args.resume is not None:
-            raise ValueError(
-                "--run-dir / --resume are not supported yet in a multi-process run; use --out"
-            )
     else:
         parallel.use_cpu_cores()  # on a CPU, seeds then run on every core
     main_process = parallel.is_main()
@@ -142,25 +138,27 @@ def _train(args: argparse.Namespace) -> int:
         return 0
     if args.out is not None and main_process:
         writable_dir(args.out, "--out")
-    if not main_process:  # process 0 prints and writes; the others only compute
-        train(run, progress=False)
-        return 0
-    print(
-        f"jaxrl-fast: training {config.env.name} ({_source(args)}), {config.num_seeds} "
-        f"seed(s) x {config.total_env_steps:,} env steps, {config.env.num_envs} envs per seed",
-        flush=True,
-    )
     if args.resume is not None and args.run_dir not in (None, args.resume):
         raise ValueError(f"--resume {args.resume!r} and --run-dir {args.run_dir!r} differ")
-    result = train(
-        run,
-        progress=not args.no_progress,
+    run_files = dict(
         run_dir=args.resume or args.run_dir,
         resume=args.resume is not None,
         checkpoint_every=args.checkpoint_every,
         keep=args.keep,
         force_config=args.force_config,
     )
+    if not main_process:  # process 0 prints and writes; the others compute and checkpoint
+        train(run, progress=False, **run_files)
+        return 0
+    replicas = config.parallel.data
+    print(
+        f"jaxrl-fast: training {config.env.name} ({_source(args)}), {config.num_seeds} "
+        f"seed(s) x {config.total_env_steps:,} env steps, {config.env.num_envs} envs per seed"
+        + (f", {replicas} data replicas per seed" if replicas > 1 else "")
+        + (f", {parallel.process_count()} processes" if distributed else ""),
+        flush=True,
+    )
+    result = train(run, progress=not args.no_progress, **run_files)
     summary = result.summary()
     print("\nseed   final eval return  last training return")
     for s in summary["seeds"]:

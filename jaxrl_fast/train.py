@@ -87,12 +87,6 @@ def train(
     devices = list(devices)
     run = config if isinstance(config, ResolvedRun) else resolve(config, env=env, device=devices[0])
     _warn_if_few_chunks(run.config)
-    if run_dir is not None and jax.process_count() > 1:
-        raise ValueError(
-            f"run_dir={os.fspath(run_dir)!r} (checkpoints, metrics files) is not supported yet in "
-            f"a multi-process run ({jax.process_count()} processes); write the summary with "
-            "`jaxrl-fast train --out DIR` (process 0 writes it)."
-        )
     progress = progress and parallel.is_main()
     if run_dir is None and resume:
         raise ValueError("resume=True needs run_dir: the directory of the run to continue.")
@@ -105,11 +99,7 @@ def train(
             keep=keep,
             resume=resume,
         )
-    directory = (
-        None
-        if run_dir is None
-        else MetricsWriter(run_dir, run.config, resume=resume, force_config=force_config)
-    )
+    directory = _metrics_writer(run_dir, run.config, resume, force_config)
     if directory is not None:
         user_on_chunk = on_chunk
 
@@ -137,9 +127,40 @@ def train(
         )
     finally:
         fns.buffer.close()
-    if directory is not None:
-        directory.finish(result.summary(), result.runner.seeds.agent.params, result.history)
+    if run_dir is not None:
+        params = result.runner.seeds.agent.params
+        if jax.process_count() > 1:
+            params = parallel.to_host(params)  # a collective: every process takes part
+        if directory is not None:
+            directory.finish(result.summary(), params, result.history)
     return result
+
+
+def _metrics_writer(
+    run_dir: str | os.PathLike | None, config: TrainConfig, resume: bool, force_config: bool
+) -> MetricsWriter | None:
+    """The run directory's writer, or None without one. In a multi-process run every process
+    saves and restores its shards of the checkpoints, process 0 alone writes the metrics files
+    and the summary, and when it refuses the directory (e.g. another run's config) every
+    process stops, with its error."""
+    if run_dir is None:
+        return None
+    refused = None
+    try:
+        if parallel.is_main():
+            return_value = MetricsWriter(run_dir, config, resume=resume, force_config=force_config)
+        else:
+            return_value = None
+    except ValueError as err:
+        refused, return_value = err, None
+    if jax.process_count() > 1 and checkpoint._any_process(refused is not None):
+        raise refused or ValueError(
+            f"run_dir={os.fspath(run_dir)!r}: process 0 refused the run directory (its error "
+            "says why); this process stops with it."
+        )
+    if refused is not None:
+        raise refused
+    return return_value
 
 
 def _warn_if_few_chunks(config: TrainConfig) -> None:
@@ -317,7 +338,7 @@ def _run(
             )
         log.history, env_steps = list(record["history"]), record["env_steps"]
         # the replay's counters at the checkpoint: the next chunk reports its own interval
-        log.resume_counters(jax.device_get(fns.buffer.counters(runner.seeds.replay)))
+        log.resume_counters(parallel.to_host(fns.buffer.counters(runner.seeds.replay)))
         if metrics is not None:
             metrics.keep_chunks_before(start)
         bar.update(env_steps)

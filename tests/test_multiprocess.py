@@ -9,18 +9,19 @@ import subprocess
 import sys
 
 import pytest
-from conftest import tiny_config
+from conftest import params_hashes, tiny_config
 
 from jaxrl_fast.parallel import distributed
 from jaxrl_fast.parallel.launch import launch_local
 
 
-def _launch(tmp_path, *extra, timeout=240):
-    config = tmp_path / "tiny.json"
-    config.write_text(json.dumps(tiny_config(total_env_steps=480, num_chunks=2).to_dict()))
+def _launch(tmp_path, *extra, timeout=240, config=None):
+    path = tmp_path / "tiny.json"
+    config = config or tiny_config(total_env_steps=480, num_chunks=2)
+    path.write_text(json.dumps(config.to_dict()))
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     launch = ["launch", "--local", "2", "--timeout", str(timeout - 30), "--", "train"]
-    train = ["--config", str(config), "--no-progress", "--no-cache", *extra]
+    train = ["--config", str(path), "--no-progress", "--no-cache", *extra]
     cmd = [sys.executable, "-m", "jaxrl_fast.cli", *launch, *train]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
@@ -61,3 +62,58 @@ def test_launch_and_initialize_refuse_bad_input():
         distributed.initialize("127.0.0.1:1234", 2, 2)
     with pytest.raises(ValueError, match=r"expected HOST:PORT"):
         distributed.initialize("localhost", 2, 0)
+
+
+@pytest.mark.slow
+def test_two_processes_checkpoint_damage_and_exact_resume(tmp_path):
+    """Each process saves its shards; damage in process 1's files alone makes both fall back
+    to the checkpoint before; the resumed run ends bitwise equal to the uninterrupted one."""
+    # 256-wide layers: each replica's parameters are too big for orbax to inline, so they sit
+    # in data files of the process that holds them
+    config = tiny_config(
+        total_env_steps=880,
+        num_chunks=4,
+        network={"hidden_sizes": (256, 256)},
+        parallel={"data": 2},
+    )
+    run = tmp_path / "run"
+    flags = ["--checkpoint-every", "400", "--keep", "5"]
+    proc = _launch(tmp_path, *flags, "--run-dir", str(run), config=config)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    ckpts = run / "checkpoints"
+    assert sorted(os.listdir(ckpts)) == ["2", "4"]
+    record = json.loads((ckpts / "4" / "record" / "metadata").read_text())
+    assert record["num_processes"] == 2 and record["history"][-1]["env_steps"] == 880
+    crcs = record["process_checksums"]
+    assert len(crcs) > 10 and all(len(c) == 2 for c in crcs.values())
+    kernel = ".seeds.agent.params['params']['Dense_1']['kernel']"
+    assert crcs[kernel][0] == crcs[kernel][1]  # replicas of one seed hold equal parameters
+    uninterrupted = params_hashes(run)
+    assert len(uninterrupted) == 2 and uninterrupted[0] != uninterrupted[1]
+
+    # garble the biggest of process 1's data files of the newest checkpoint (orbax reads it
+    # without an error, or with one: either way process 1 alone sees the damage)
+    data = ckpts / "4" / "state" / "ocdbt.process_1" / "d"
+    target = max(data.iterdir(), key=lambda f: f.stat().st_size)
+    raw = bytearray(target.read_bytes())
+    assert len(raw) > 100_000
+    for i in range(len(raw) // 2, len(raw) // 2 + 4096):
+        raw[i] ^= 0x5A
+    target.write_bytes(bytes(raw))
+    (run / "summary.json").unlink()
+    proc = _launch(tmp_path, "--resume", str(run), "--keep", "5", config=config)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "[p1]" in out and "checkpoint 4 in" in out and "cannot be restored" in out
+    assert "damaged in another process's files" in out  # process 0 takes process 1's verdict
+    assert sorted(os.listdir(ckpts)) == ["2", "3", "4", "4.unreadable"]
+    assert params_hashes(run) == uninterrupted
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert sorted((r["chunk"], r["seed_index"]) for r in rows) == [
+        (c, s) for c in range(4) for s in range(2)
+    ]
+
+    # a resume with another config: process 0 refuses the directory and both processes stop
+    proc = _launch(tmp_path, "--resume", str(run), "--dqn.learning-rate", "0.5", config=config)
+    assert proc.returncode != 0
+    assert "holds a run with another config" in proc.stdout + proc.stderr

@@ -7,7 +7,7 @@
 - `launch`: `jaxrl-fast launch --local N`, local processes of one run.
 """
 
-from jaxrl_fast.parallel.distributed import initialize, is_main, to_host
+from jaxrl_fast.parallel.distributed import initialize, is_main, process_count, to_host
 from jaxrl_fast.parallel.exchange import Exchange, make_exchange
 from jaxrl_fast.parallel.mesh import (
     DATA_AXIS,
@@ -30,6 +30,7 @@ __all__ = [
     "lane_mesh",
     "lane_specs",
     "make_exchange",
+    "process_count",
     "put_global",
     "put_seeds",
     "seed_devices",

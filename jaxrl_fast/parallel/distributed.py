@@ -52,6 +52,11 @@ def initialize(
     )
 
 
+def process_count() -> int:
+    """The processes of this run (1 unless `initialize` joined a multi-process run)."""
+    return jax.process_count()
+
+
 def is_main() -> bool:
     """Whether this is process 0 (the one that prints and writes)."""
     return jax.process_index() == 0
