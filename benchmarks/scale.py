@@ -87,6 +87,7 @@ def _run(prefix: list[str], flags: list[str], base: list[str]) -> dict:
         "mean_final_return": s["mean_final_return"],
         "final_returns": [x["final_return"] for x in s["seeds"]],
         "num_devices": s["num_devices"],
+        "env_steps_per_replica": s["env_steps_per_seed"],
     }
 
 
@@ -110,6 +111,21 @@ def _bytes_per_update(preset: str, flags: list[str]) -> float:
         lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), runner.seeds.agent.params
     )
     return make_exchange(cfg.parallel, cfg.total_updates).bytes_per_update(params)  # fmt: skip
+
+
+DONE_WHEN = ["launch", "--local", "2", "--timeout", "900", "--"], [
+    "--preset", "cartpole", "--parallel.data", "2"
+]  # fmt: skip
+
+
+def _done_when() -> dict:
+    """Issue 15's check as written: `jaxrl-fast launch --local 2 -- train --preset cartpole
+    --parallel.data 2 --out DIR`, the preset's whole budget."""
+    prefix, flags = DONE_WHEN
+    rec = _run(prefix, flags, [])
+    rec["command"] = " ".join(["jaxrl-fast", *prefix, "train", *flags, "--out", "DIR"])
+    print(f"done-when: {rec['final_returns']}", flush=True)
+    return rec
 
 
 def _nature_cnn_bytes() -> dict:
@@ -169,6 +185,9 @@ def main() -> None:
     parser.add_argument("--parity-only", action="store_true", help="redo only the parity part")
     parser.add_argument("--quick", action="store_true", help="1 round, 11k steps, 2 parity seeds")
     parser.add_argument("--render-only", action="store_true", help="rewrite the .md from the .json")
+    parser.add_argument(
+        "--throughput-only", action="store_true", help="redo the throughput rounds, keep the parity"
+    )
     args = parser.parse_args()
     if args.quick:
         args.total_env_steps, args.rounds, args.parity_seeds = 11_000, 1, 2
@@ -220,9 +239,15 @@ def main() -> None:
         for name in (f"{kind}, data 2", f"{kind}, data 2, onebit"):
             if rows.get(name) and none:
                 rows[name]["comm_share"] = 1 - none["run_time_s"] / rows[name]["run_time_s"]
-    parity = _parity(args)
+    done_when = _done_when()
+    if args.throughput_only:
+        with open(path + ".json") as f:
+            parity = json.load(f)["parity"]
+    else:
+        parity = _parity(args)
     result = {
         "machine": machine(),
+        "done_when": done_when,
         "preset": args.preset,
         "total_env_steps_per_replica": args.total_env_steps,
         "total_updates": cfg.total_updates,
@@ -297,6 +322,15 @@ def render(res: dict) -> str:
             f"{r['bytes_per_update']:,.0f} | {comm} | {r['scaling_efficiency']:.2f} | "
             f"{r['mean_final_return']:.1f} |"
         )
+    done = res.get("done_when")
+    if done:
+        lines += [
+            "",
+            f"`{done['command']}` (the preset's {done['env_steps_per_replica']:,} env steps per replica, "
+            f"{len(done['final_returns'])} seed): final greedy return "
+            f"{', '.join(f'{x:.1f}' for x in done['final_returns'])} (solved: >= 475), "
+            f"run {done['run_time_s']:.1f} s, compile {done['compile_time_s']:.1f} s.",
+        ]
     lines += [
         "",
         "- bytes/update/replica: what one replica puts into the exchange per update "

@@ -62,7 +62,9 @@ def train(
       run_dir: a new directory for the run's files (`jaxrl_fast.metrics`): config.json with
         the library versions, metrics.jsonl / metrics.csv (a row per chunk per seed, written as
         chunks end), summary.json with each seed's `params_sha256`, and `checkpoints/`
-        (orbax) of the whole train state.
+        (orbax) of the whole train state. In a multi-process run every process passes the
+        same `run_dir` (a directory they all see): each saves and restores its own shards,
+        and process 0 writes the other files.
       resume: continue the run in `run_dir` from its newest checkpoint (same config, else a
         `ValueError` naming the differing fields); the remaining chunks give bitwise the
         parameters of a run that never stopped (gymnax envs). Without a checkpoint it starts.

@@ -15,12 +15,12 @@ from jaxrl_fast.parallel import distributed
 from jaxrl_fast.parallel.launch import launch_local
 
 
-def _launch(tmp_path, *extra, timeout=240, config=None):
+def _launch(tmp_path, *extra, timeout=240, config=None, processes=2):
     path = tmp_path / "tiny.json"
     config = config or tiny_config(total_env_steps=480, num_chunks=2)
     path.write_text(json.dumps(config.to_dict()))
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    launch = ["launch", "--local", "2", "--timeout", str(timeout - 30), "--", "train"]
+    launch = ["launch", "--local", str(processes), "--timeout", str(timeout - 30), "--", "train"]
     train = ["--config", str(path), "--no-progress", "--no-cache", *extra]
     cmd = [sys.executable, "-m", "jaxrl_fast.cli", *launch, *train]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -41,6 +41,21 @@ def test_two_processes_data_parallel(tmp_path, compression):
     # process 0 alone reports; the other's lines come prefixed
     assert proc.stdout.count("wrote ") == 1
     assert "[p1]" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_four_processes_seeds_and_replicas(tmp_path):
+    """A 2 seed x 2 replica mesh over 4 processes (one CPU device each): the seed axis crosses
+    processes too; both seeds learn probe-chain (greedy return 1, random about 0.5)."""
+    out = tmp_path / "out"
+    env = ["--parallel.data", "2", "--out", str(out)]
+    config = tiny_config(total_env_steps=880, num_chunks=2)
+    proc = _launch(tmp_path, *env, processes=4, timeout=300, config=config)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["num_devices"] == 4
+    assert [s["final_return"] for s in summary["seeds"]] == [1.0, 1.0]
+    assert proc.stdout.count("wrote ") == 1
 
 
 def test_a_failing_process_stops_the_launch(tmp_path):
