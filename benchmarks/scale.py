@@ -1,7 +1,10 @@
 """Data-parallel scaling: 1 device, 2 local devices, 2 local processes; fp32 vs 1-bit exchange.
 
-    python benchmarks/scale.py                 # ~25 min on 2 cores: throughput rounds + parity
+    python benchmarks/scale.py                 # ~30 min on 2 cores: throughput rounds + parity
     python benchmarks/scale.py --quick         # one round, small budgets (a smoke run)
+    python benchmarks/scale.py --throughput-only   # the rounds and the issue's check; keeps parity
+    python benchmarks/scale.py --parity-only       # only the parity runs
+    python benchmarks/scale.py --render-only       # the Markdown again from the JSON
 
 Every run is a fresh `jaxrl-fast train` process (`--no-cache`, `--no-progress`, `--out DIR`); the
 2-process runs go through `jaxrl-fast launch --local 2`, one CPU device per process, gloo
@@ -13,7 +16,11 @@ collectives over 127.0.0.1. The throughput modes alternate round by round:
   end): the run without its communication, so `1 - its time / the every-step time` is
   communication's share of the step;
 - `2 dev, data 2, onebit`, `2 dev, data 2, every:50`;
-- `2 proc, data 2` and `2 proc, data 2, onebit`: the same over 2 processes.
+- `2 proc, data 2`, `2 proc, data 2, no exchange` and `2 proc, data 2, onebit`: the same over
+  2 processes (communication's share measured against the no-exchange run of its transport).
+
+Then issue 15's check as written: `jaxrl-fast launch --local 2 -- train --preset cartpole
+--parallel.data 2 --out DIR` with the preset's whole budget (solved: greedy return >= 475).
 
 Figures: env-steps/s over all replicas (training phase), updates/s per seed, bytes a replica puts
 into the exchange per update (`parallel.Exchange.bytes_per_update`), final greedy return and
