@@ -155,7 +155,7 @@ def _metrics_writer(
             return_value = None
     except ValueError as err:
         refused, return_value = err, None
-    if jax.process_count() > 1 and checkpoint._any_process(refused is not None):
+    if jax.process_count() > 1 and parallel.any_process(refused is not None):
         raise refused or ValueError(
             f"run_dir={os.fspath(run_dir)!r}: process 0 refused the run directory (its error "
             "says why); this process stops with it."

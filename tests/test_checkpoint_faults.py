@@ -42,7 +42,7 @@ def _hashes(path):
 
 
 def _leaves(tree):
-    return [np.asarray(checkpoint._data(x)) for x in jax.tree.leaves(tree)]
+    return [np.asarray(checkpoint.store._data(x)) for x in jax.tree.leaves(tree)]
 
 
 def _saver(where, config, **changes):
@@ -256,7 +256,7 @@ class _Clock:
 def test_a_checkpoint_at_least_every_every_seconds_of_wall_time(monkeypatch, tmp_path):
     cfg = tiny_config(total_env_steps=80 + 200 * 10, num_chunks=10)
     saves = []
-    monkeypatch.setattr(checkpoint, "save", lambda mngr, step, *a, **k: saves.append(step))
+    monkeypatch.setattr(checkpoint.policy, "save", lambda mngr, step, *a, **k: saves.append(step))
     clock = _Clock()
     saver = checkpoint.Checkpointer(
         str(tmp_path), cfg, every_env_steps=10_000, keep=1, resume=False, clock=clock
@@ -326,11 +326,11 @@ def test_the_record_holds_the_device_count_and_a_resume_on_another_warns(saved, 
 def test_crc32_is_the_bytes_in_c_order_read_in_place_or_in_blocks(x, monkeypatch):
     """The in-place read (CPU) and the 64 MiB blocks (elsewhere) give zlib's CRC-32 of the
     bytes; with tiny blocks, rows and single rows are split."""
-    monkeypatch.setattr(checkpoint, "_CRC_BLOCK_BYTES", 1000)  # many blocks, rows split
+    monkeypatch.setattr(checkpoint.crc, "_CRC_BLOCK_BYTES", 1000)  # many blocks, rows split
     expected = zlib.crc32(np.asarray(x).tobytes())
     assert checkpoint.crc32(x) == expected
-    blocks = list(checkpoint._host_blocks(x))  # the path for accelerators and odd layouts
-    assert checkpoint._crc(blocks) == expected
+    blocks = list(checkpoint.crc._host_blocks(x))  # the path for accelerators and odd layouts
+    assert checkpoint.crc._crc(blocks) == expected
     assert all(b.nbytes <= 1000 for b in blocks) and len(blocks) >= x.nbytes / 1000
 
 
@@ -347,8 +347,8 @@ x = jax.random.normal(jax.random.key(0), (4, 300, 5))
 split = jax.device_put(x, NamedSharding(mesh, P("seed")))
 copied = jax.device_put(x, NamedSharding(mesh, P()))
 out = {"devices": checkpoint.device_count(split), "expected": zlib.crc32(np.asarray(x).tobytes())}
-out["in_place"] = [checkpoint._readable_in_place(a) for a in (split, copied)]
-blocked = [checkpoint._crc(checkpoint._host_blocks(a)) for a in (split, copied)]
+out["in_place"] = [checkpoint.crc._readable_in_place(a) for a in (split, copied)]
+blocked = [checkpoint.crc._crc(checkpoint.crc._host_blocks(a)) for a in (split, copied)]
 out["crcs"] = [checkpoint.crc32(a) for a in (split, copied)] + blocked
 print(json.dumps(out))
 """

@@ -7,7 +7,15 @@
 - `launch`: `jaxrl-fast launch --local N`, local processes of one run.
 """
 
-from jaxrl_fast.parallel.distributed import initialize, is_main, process_count, to_host
+from jaxrl_fast.parallel.distributed import (
+    any_process,
+    barrier,
+    initialize,
+    is_main,
+    main_decides,
+    process_count,
+    to_host,
+)
 from jaxrl_fast.parallel.exchange import Exchange, make_exchange
 from jaxrl_fast.parallel.mesh import (
     DATA_AXIS,
@@ -24,11 +32,14 @@ from jaxrl_fast.parallel.mesh import (
 
 __all__ = [
     "DATA_AXIS",
+    "any_process",
+    "barrier",
     "Exchange",
     "initialize",
     "is_main",
     "lane_mesh",
     "lane_specs",
+    "main_decides",
     "make_exchange",
     "process_count",
     "put_global",

@@ -62,6 +62,33 @@ def is_main() -> bool:
     return jax.process_index() == 0
 
 
+def barrier(name: str) -> None:
+    """Wait until every process reaches the barrier `name` (nothing with one process)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def any_process(flag: bool) -> bool:
+    """Whether `flag` holds on any process: every process gets the same answer. With several
+    processes this is a collective: every process must call it, in the same order."""
+    if jax.process_count() == 1:
+        return bool(flag)
+    from jax.experimental import multihost_utils
+
+    return bool(np.any(multihost_utils.process_allgather(np.int32(bool(flag)))))
+
+
+def main_decides(flag: bool) -> bool:
+    """Process 0's `flag`, on every process (a collective with several processes)."""
+    if jax.process_count() == 1:
+        return bool(flag)
+    from jax.experimental import multihost_utils
+
+    return bool(multihost_utils.broadcast_one_to_all(np.bool_(flag)))
+
+
 def to_host(tree: Any) -> Any:
     """Numpy copies of a pytree of (global) arrays. With several processes this is a
     collective: every process must call it, in the same order."""
