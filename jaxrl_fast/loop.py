@@ -203,6 +203,64 @@ def _chunk_metrics(
     )
 
 
+def _make_learn(
+    config: TrainConfig, agent: Agent, buffer: Buffer, exchange: Exchange, per_seed: Callable
+) -> tuple[Callable, Callable]:
+    """The learning half of a block, for all seeds: `learn(seeds, fp32, block)` runs
+    `updates_per_block` x (sample -> DQN update -> priorities), each followed by local SGD's
+    parameter average where due; `skip_learning` is its stand-in in the prefill iteration."""
+    replay_sample = seed_vmap(buffer.sample, (buffer.seed_axes, 0), 0)
+    replay_priorities = seed_vmap(
+        buffer.update_priorities, (buffer.seed_axes, 0, 0), buffer.seed_axes
+    )
+    upb = config.updates_per_block
+    if exchange.active:  # the shared update index (1-bit Adam's phase)
+        update = per_seed(agent.update, (0, 0, None, None), 0)
+    else:
+        update_3 = per_seed(agent.update, (0, 0, None), 0)
+
+        def update(agent_state, batch, fp32, step):
+            return update_3(agent_state, batch, fp32)
+
+    def average_agents(agents: AgentState) -> AgentState:
+        return agents.replace(
+            params=exchange.average(agents.params),
+            target_params=exchange.average(agents.target_params),
+        )
+
+    def learn_step(seeds: SeedState, fp32: Array, step: Any) -> tuple[SeedState, UpdateMetrics]:
+        split = jax.vmap(jax.random.split)(seeds.key)
+        key, key_sample = split[:, 0], split[:, 1]
+        batch = replay_sample(seeds.replay, key_sample)
+        agent_state, td, metrics = update(seeds.agent, batch, fp32, step)
+        replay = replay_priorities(seeds.replay, batch.index, td)
+        if step is not None and exchange.due(step + 1) is not None:  # local SGD's sync
+            agent_state = jax.lax.cond(
+                exchange.due(step + 1), average_agents, lambda a: a, agent_state
+            )
+        return seeds._replace(agent=agent_state, replay=replay, key=key), metrics
+
+    def learn(seeds: SeedState, fp32: Array, block: Array) -> tuple[SeedState, UpdateMetrics]:
+        first = block * upb if exchange.active else None  # updates done before this block's
+        if upb == 1:
+            return learn_step(seeds, fp32, first)
+        if first is None:
+            seeds, metrics = jax.lax.scan(
+                lambda s, _: learn_step(s, fp32, None), seeds, None, length=upb
+            )
+        else:
+            seeds, metrics = jax.lax.scan(
+                lambda s, j: learn_step(s, fp32, first + j), seeds, jnp.arange(upb)
+            )
+        return seeds, _sum_steps(metrics)
+
+    def skip_learning(seeds: SeedState, fp32: Array, block: Array):
+        zeros = jnp.zeros(seeds.obs.shape[:1], jnp.float32)
+        return seeds, UpdateMetrics(zeros, zeros, zeros, zeros)
+
+    return learn, skip_learning
+
+
 def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = None) -> TrainFns:
     """Build the fused loop's functions; nothing is compiled here.
 
@@ -235,18 +293,7 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
     seed_axes = SeedState(agent=0, replay=buffer.seed_axes, env_state=env.state_axes, obs=0, key=0)
     per_seed = run.choices.seeds_fn  # acting and updates: vmapped or one seed after another
     replay_add = seed_vmap(buffer.add, (buffer.seed_axes, 0), buffer.seed_axes)
-    replay_sample = seed_vmap(buffer.sample, (buffer.seed_axes, 0), 0)
-    replay_priorities = seed_vmap(
-        buffer.update_priorities, (buffer.seed_axes, 0, 0), buffer.seed_axes
-    )
-    if exchange.active:  # the shared update index (1-bit Adam's phase)
-        update = per_seed(agent.update, (0, 0, None, None), 0)
-    else:
-        update_3 = per_seed(agent.update, (0, 0, None), 0)
-
-        def update(agent_state, batch, fp32, step):
-            return update_3(agent_state, batch, fp32)
-
+    learn, skip_learning = _make_learn(config, agent, buffer, exchange, per_seed)
     update_target = jax.vmap(agent.update_target)
     prefill, cpb = config.prefill_steps, config.collect_steps_per_block
     upb = config.updates_per_block
@@ -270,24 +317,6 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         replay = replay_add(seeds.replay, step)
         return SeedState(seeds.agent, replay, env_state, next_obs, key), _episode_stats(done, info)
 
-    def average_agents(agents: AgentState) -> AgentState:
-        return agents.replace(
-            params=exchange.average(agents.params),
-            target_params=exchange.average(agents.target_params),
-        )
-
-    def learn_step(seeds: SeedState, fp32: Array, step: Any) -> tuple[SeedState, UpdateMetrics]:
-        split = jax.vmap(jax.random.split)(seeds.key)
-        key, key_sample = split[:, 0], split[:, 1]
-        batch = replay_sample(seeds.replay, key_sample)
-        agent_state, td, metrics = update(seeds.agent, batch, fp32, step)
-        replay = replay_priorities(seeds.replay, batch.index, td)
-        if step is not None and exchange.due(step + 1) is not None:  # local SGD's sync
-            agent_state = jax.lax.cond(
-                exchange.due(step + 1), average_agents, lambda a: a, agent_state
-            )
-        return seeds._replace(agent=agent_state, replay=replay, key=key), metrics
-
     def init(keys: PRNGKey) -> RunnerState:
         split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
         key, key_env, key_net = split[:, 0], split[:, 1], split[:, 2]
@@ -299,24 +328,6 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         replay = seed_vmap(lambda _: buffer.init(), 0, buffer.seed_axes)(keys)
         seeds = SeedState(agents, replay, env_state, obs, key)
         return RunnerState(seeds=seeds, block=jnp.full((), -1, jnp.int32))
-
-    def learn(seeds: SeedState, fp32: Array, block: Array) -> tuple[SeedState, UpdateMetrics]:
-        first = block * upb if exchange.active else None  # updates done before this block's
-        if upb == 1:
-            return learn_step(seeds, fp32, first)
-        if first is None:
-            seeds, metrics = jax.lax.scan(
-                lambda s, _: learn_step(s, fp32, None), seeds, None, length=upb
-            )
-        else:
-            seeds, metrics = jax.lax.scan(
-                lambda s, j: learn_step(s, fp32, first + j), seeds, jnp.arange(upb)
-            )
-        return seeds, _sum_steps(metrics)
-
-    def skip_learning(seeds: SeedState, fp32: Array, block: Array):
-        zeros = jnp.zeros(seeds.obs.shape[:1], jnp.float32)
-        return seeds, UpdateMetrics(zeros, zeros, zeros, zeros)
 
     def iteration(runner: RunnerState) -> tuple[RunnerState, tuple[StepStats, UpdateMetrics]]:
         # The block counter is shared by the seeds, so its `cond`s stay real branches.
