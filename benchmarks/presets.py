@@ -38,9 +38,12 @@ NUM_SEEDS = 2
 RANDOM_EPISODES = 64
 
 
-def random_return(name: str, episodes: int = RANDOM_EPISODES, seed: int = 0) -> float:
-    """Mean undiscounted return of the first episode of `episodes` envs under uniform actions."""
-    env = make_env(name, num_envs=episodes)
+def random_return(
+    name: str, episodes: int = RANDOM_EPISODES, seed: int = 0, discretise: int | None = None
+) -> float:
+    """Mean undiscounted return of the first episode of `episodes` envs under uniform actions
+    (for a discretised env: uniform over its grid of actions)."""
+    env = make_env(name, num_envs=episodes, discretise=discretise)
     horizon = env.spec.max_episode_steps + 1
     num_actions = env.spec.num_actions
 
@@ -80,7 +83,7 @@ def run_preset(name: str, quick: bool) -> dict:
     cfg = presets.get(name).replace(num_seeds=NUM_SEEDS)
     if quick:
         cfg = quick_config(cfg)
-    rand = random_return(cfg.env.name)
+    rand = random_return(cfg.env.name, discretise=cfg.env.discretise)
     t0 = time.perf_counter()
     result = train(cfg, progress=False)
     wall = time.perf_counter() - t0

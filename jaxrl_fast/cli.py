@@ -235,7 +235,7 @@ def _presets(args: argparse.Namespace) -> int:
 def _envs(args: argparse.Namespace) -> int:
     from jaxrl_fast.envs import list_envs
 
-    print("\n".join(list_envs()))
+    print("\n".join(list_envs(continuous=args.continuous)))
     return 0
 
 
@@ -405,6 +405,11 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("presets", help="list presets")
     p.set_defaults(func=_presets)
     e = sub.add_parser("envs", help="list env names")
+    e.add_argument(
+        "--continuous",
+        action="store_true",
+        help="list the continuous-action envs instead (train them with --env.discretise N)",
+    )
     e.set_defaults(func=_envs)
     return parser
 

@@ -118,16 +118,26 @@ class EnvConfig:
         game through envpool, e.g. "envpool:Pong-v5" (needs the `atari` extra).
       num_envs: environments stepped in parallel per seed (one env step each per collect step).
       atari: the Atari settings of "envpool:" envs.
+      discretise: for a continuous-action gymnax env (Pendulum-v1, Reacher-misc, ...), the
+        values per action dimension, evenly spaced over the action box; the discrete actions
+        are their joint grid (9 on a 2-joint arm: 81 actions). None for discrete-action envs.
     """
 
     name: str = "CartPole-v1"
     num_envs: int = 10
     atari: AtariConfig = dataclasses.field(default_factory=AtariConfig)
+    discretise: int | None = None
 
     def __post_init__(self) -> None:
         _require(self, "name", isinstance(self.name, str) and bool(self.name), "a non-empty env id")
         _require(self, "num_envs", _is_int(self.num_envs) and self.num_envs > 0, "a positive int")
         _require(self, "atari", isinstance(self.atari, AtariConfig), "an AtariConfig")
+        _require(
+            self,
+            "discretise",
+            self.discretise is None or (_is_int(self.discretise) and self.discretise >= 2),
+            "None (a discrete-action env) or an int >= 2 (values per action dimension)",
+        )
 
     @property
     def is_envpool(self) -> bool:

@@ -7,6 +7,10 @@
   no gradient clipping, 500k env steps).
 * `acrobot`: the `cartpole` settings on Acrobot-v1 (201k env steps).
 * `catch`: the `cartpole` settings on Catch-bsuite, 51k env steps.
+* `pendulum-discrete`: the `cartpole` settings on Pendulum-v1, its torque discretised into 9
+  values (`EnvConfig.discretise=9`), 201k env steps.
+* `reacher-81`: the article's 2-joint arm: gymnax Reacher-misc with 9 torques per joint, their
+  joint grid of 81 actions; the `cartpole` settings with gamma 0.95, 401k env steps.
 * `minatar-breakout`: Breakout-MinAtar, CNN (3x3 conv 16 channels, dense 128), 16 envs, 100k
   replay, 2 updates per 16 env steps, lr 2.5e-4 decayed linearly to 0, 154k env steps.
 * `minatar-space-invaders`: the `minatar-breakout` settings on SpaceInvaders-MinAtar.
@@ -97,6 +101,29 @@ def _catch() -> TrainConfig:
     return _quick_mlp().replace(env={"name": "Catch-bsuite"}, total_env_steps=51_000)
 
 
+def _pendulum_discrete() -> TrainConfig:
+    # `cartpole` settings on Pendulum-v1 with its torque in 9 values (-2, -1.5, ..., 2), 201k
+    # env steps. 2 seeds while choosing: final greedy -141.4, -202.0 (gamma 0.95: -130.8,
+    # -176.2), 7.8 s wall on a 2-core CPU; benchmarks/results/applications.md for 4 seeds
+    # against a random policy and a scripted swing-up controller.
+    return _cartpole().replace(
+        env={"name": "Pendulum-v1", "discretise": 9}, total_env_steps=201_000
+    )
+
+
+def _reacher_81() -> TrainConfig:
+    # The article's arm: gymnax Reacher-misc (2 links, torques in [-1, 1]) with 9 values per
+    # joint, 81 actions; `cartpole` settings with gamma 0.95 and 401k env steps. While choosing
+    # (2 seeds): gamma 0.99 at 201k 17.6, 26.3; gamma 0.95 at 201k 39.7, 46.5; gamma 0.95 at
+    # 401k 50.2, 49.2 (19 s wall on a 2-core CPU). Rewards are exp(-distance^2) per step over
+    # 100-step episodes with a fixed goal, so the short horizon of gamma 0.95 fits the task.
+    return _cartpole().replace(
+        env={"name": "Reacher-misc", "discretise": 9},
+        dqn={"gamma": 0.95},
+        total_env_steps=401_000,
+    )
+
+
 def _minatar_base(name: str) -> TrainConfig:
     # Shared MinAtar settings: 16 envs, 3x3 conv 16 channels + dense 128, 100k replay, two updates
     # per 16 env steps, lr 2.5e-4 decayed linearly to 0, epsilon 1 -> 0.05 over 20% of the run.
@@ -183,6 +210,8 @@ _PRESETS: dict[str, Callable[[], TrainConfig]] = {
     "cartpole-cleanrl": _cartpole_cleanrl,
     "acrobot": _acrobot,
     "catch": _catch,
+    "pendulum-discrete": _pendulum_discrete,
+    "reacher-81": _reacher_81,
     "minatar-breakout": _minatar_breakout,
     "minatar-freeway": _minatar_freeway,
     "minatar-space-invaders": _minatar_space_invaders,

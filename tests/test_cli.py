@@ -54,6 +54,21 @@ def test_cli_unknown_env_lists_valid_names(capsys):
     assert "CartPole-v1" in err and "Valid names" in err
 
 
+def test_cli_envs_lists_discrete_and_continuous_apart(capsys):
+    assert main(["envs"]) == 0
+    discrete = capsys.readouterr().out.split()
+    assert main(["envs", "--continuous"]) == 0
+    continuous = capsys.readouterr().out.split()
+    assert "CartPole-v1" in discrete and "Reacher-misc" not in discrete
+    assert "Reacher-misc" in continuous and "Pendulum-v1" in continuous
+    assert "CartPole-v1" not in continuous
+
+
+def test_cli_continuous_env_without_discretise_says_how(capsys):
+    assert main(["train", "--env", "Pendulum-v1", *TINY]) == 2
+    assert "set EnvConfig.discretise=N" in capsys.readouterr().err
+
+
 def test_cli_bad_step_count_names_field(capsys):
     assert (
         main(["train", "--total-env-steps", "1205", "--learning-starts", "200", "--no-progress"])

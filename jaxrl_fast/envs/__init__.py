@@ -5,17 +5,24 @@ from __future__ import annotations
 
 from jaxrl_fast.config import AtariConfig
 from jaxrl_fast.envs.base import Env, EnvSpec, EnvState, make_batched_env
-from jaxrl_fast.envs.gymnax_env import gymnax_discrete_envs, make_gymnax_env
+from jaxrl_fast.envs.gymnax_env import (
+    gymnax_continuous_envs,
+    gymnax_discrete_envs,
+    make_gymnax_env,
+)
 from jaxrl_fast.envs.probe import PROBE_ENVS, make_probe_env, optimal_q
 from jaxrl_fast.envs.seeded import SeededEnv, make_seeded, make_seeded_env
+from jaxrl_fast.envs.wrappers import ActionGrid, make_action_grid
 
 __all__ = [
+    "ActionGrid",
     "Env",
     "EnvSpec",
     "EnvState",
     "PROBE_ENVS",
     "SeededEnv",
     "list_envs",
+    "make_action_grid",
     "make_batched_env",
     "make_env",
     "make_probe_env",
@@ -25,9 +32,12 @@ __all__ = [
 ]
 
 
-def list_envs() -> list[str]:
+def list_envs(*, continuous: bool = False) -> list[str]:
     """Return every env name `make_env` accepts: gymnax discrete-action envs, probes and, with
-    the `atari` extra installed, "envpool:<Game>-v5" Atari games."""
+    the `atari` extra installed, "envpool:<Game>-v5" Atari games; with `continuous`, only the
+    gymnax continuous-action envs (trained with `EnvConfig.discretise`)."""
+    if continuous:
+        return gymnax_continuous_envs()
     names = gymnax_discrete_envs() + list(PROBE_ENVS)
     try:
         from jaxrl_fast.envs.envpool_env import PREFIX, atari_games
@@ -45,6 +55,7 @@ def make_env(
     atari: AtariConfig | None = None,
     seed: int = 0,
     evaluation: bool = False,
+    discretise: int | None = None,
 ) -> Env:
     """Build a batched env by name.
 
@@ -55,9 +66,12 @@ def make_env(
       atari: Atari settings (envpool only).
       seed: envpool's seed (gymnax envs take their randomness from the keys given to them).
       evaluation: envpool only: whole games, unclipped rewards.
+      discretise: a continuous-action gymnax env's values per action dimension (its actions
+        are then the joint grid's points, `envs.wrappers`); None for discrete-action envs.
 
     Raises:
-      ValueError: unknown name (the message lists valid names), or `num_envs < 1`.
+      ValueError: unknown name (the message lists valid names), `num_envs < 1`, or
+        `discretise` missing for a continuous-action env or given for a discrete one.
 
     Examples:
       >>> import jax
@@ -70,10 +84,15 @@ def make_env(
         raise ValueError(
             f"EnvConfig.num_envs={num_envs!r} is not allowed; expected a positive int."
         )
+    if discretise is not None and (name in PROBE_ENVS or name.startswith("envpool:")):
+        raise ValueError(
+            f"EnvConfig.discretise={discretise!r} is for continuous-action gymnax envs "
+            f"({', '.join(gymnax_continuous_envs())}); {name} has discrete actions."
+        )
     if name in PROBE_ENVS:
         return make_probe_env(name, num_envs)
     if name.startswith("envpool:"):
         from jaxrl_fast.envs.envpool_env import make_envpool_env
 
         return make_envpool_env(name, num_envs, atari, seed=seed, evaluation=evaluation)
-    return make_gymnax_env(name.removeprefix("gymnax:"), num_envs)
+    return make_gymnax_env(name.removeprefix("gymnax:"), num_envs, discretise)

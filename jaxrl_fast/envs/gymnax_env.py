@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_fast.envs.base import Env, EnvSpec, make_batched_env
+from jaxrl_fast.envs.wrappers import make_action_grid
 
 # gymnax ids with a discrete action space that run offline (MNISTBandit downloads MNIST at
 # construction, which this library never does). Listed rather than found by building every
@@ -36,6 +37,15 @@ DISCRETE_ENVS = (
     "FrozenLake-misc",
 )
 EXCLUDED_ENVS = ("MNISTBandit-bsuite",)
+# gymnax ids with a continuous (Box) action space: trained on a grid of discrete actions
+# (`EnvConfig.discretise`, `envs.wrappers`).
+CONTINUOUS_ENVS = (
+    "Pendulum-v1",
+    "MountainCarContinuous-v0",
+    "Reacher-misc",
+    "PointRobot-misc",
+    "Swimmer-misc",
+)
 
 
 def gymnax_discrete_envs() -> list[str]:
@@ -45,45 +55,77 @@ def gymnax_discrete_envs() -> list[str]:
     return [name for name in DISCRETE_ENVS if name in gymnax.registered_envs]
 
 
+def gymnax_continuous_envs() -> list[str]:
+    """Return the gymnax env ids with continuous actions, trained with `EnvConfig.discretise`."""
+    import gymnax
+
+    return [name for name in CONTINUOUS_ENVS if name in gymnax.registered_envs]
+
+
 def _unknown(name: str) -> ValueError:
     """The error for a name `make_gymnax_env` cannot build, with suggestions."""
     import gymnax
 
     valid = gymnax_discrete_envs()
-    if name in gymnax.registered_envs and name not in EXCLUDED_ENVS:
+    if name in CONTINUOUS_ENVS:
+        why = (
+            "has a continuous action space; DQN needs discrete actions: set "
+            "EnvConfig.discretise=N (N values per action dimension, e.g. 9; the actions are "
+            "their joint grid)."
+        )
+    elif name in gymnax.registered_envs and name not in EXCLUDED_ENVS:
         why = "has a continuous action space; DQN needs discrete actions."
     elif name in EXCLUDED_ENVS:
         why = "downloads data when built, which jaxrl_fast never does."
     else:
-        close = difflib.get_close_matches(name, valid, n=3)
+        close = difflib.get_close_matches(name, valid + list(CONTINUOUS_ENVS), n=3)
         why = "is not a gymnax discrete-action env."
         why += f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return ValueError(
         f"EnvConfig.name={name!r} {why} Valid names: {', '.join(valid)} (and the probe envs "
-        f"'probe-bandit', 'probe-chain', and 'envpool:<Game>-v5' with the atari extra)."
+        f"'probe-bandit', 'probe-chain', and 'envpool:<Game>-v5' with the atari extra); with "
+        f"EnvConfig.discretise: {', '.join(CONTINUOUS_ENVS)}."
     )
 
 
-def make_gymnax_env(name: str, num_envs: int) -> Env:
+def make_gymnax_env(name: str, num_envs: int, discretise: int | None = None) -> Env:
     """Build a batched gymnax env.
 
     Args:
       name: gymnax id, e.g. "CartPole-v1".
       num_envs: parallel envs.
+      discretise: for a continuous-action env (`CONTINUOUS_ENVS`), the values per action
+        dimension; the env then takes the index of a point of their joint grid
+        (`envs.wrappers.ActionGrid`). None for a discrete-action env.
 
     Returns:
       An `Env`. Scalar discrete observations (FrozenLake) are one-hot encoded.
 
     Raises:
-      ValueError: unknown or non-discrete-action env id (the message lists the valid ones).
+      ValueError: unknown env id (the message lists the valid ones), a continuous-action env
+        without `discretise`, a discrete-action env with it, or a bad `discretise`.
     """
     import gymnax
     from gymnax.environments import spaces
 
-    if name not in DISCRETE_ENVS or name not in gymnax.registered_envs:
+    continuous = name in CONTINUOUS_ENVS
+    if not (name in DISCRETE_ENVS or continuous) or name not in gymnax.registered_envs:
         raise _unknown(name)
+    if continuous and discretise is None:
+        raise _unknown(name)
+    if not continuous and discretise is not None:
+        raise ValueError(
+            f"EnvConfig.discretise={discretise!r} is for continuous action spaces; {name} has "
+            "discrete actions. Leave discretise unset (None)."
+        )
     env, params = gymnax.make(name)
-    if not isinstance(env.action_space(params), spaces.Discrete):  # a gymnax change
+    space = env.action_space(params)
+    if isinstance(space, spaces.Discrete) and not continuous:
+        num_actions, to_env = int(space.n), lambda action: action
+    elif isinstance(space, spaces.Box) and continuous:
+        grid = make_action_grid(space.low, space.high, discretise, name=name)
+        num_actions, to_env = grid.num_actions, grid.to_continuous
+    else:  # a gymnax change
         raise _unknown(name)
     obs_space = env.observation_space(params)
     one_hot = isinstance(obs_space, spaces.Discrete)
@@ -99,7 +141,7 @@ def make_gymnax_env(name: str, num_envs: int) -> Env:
         return state, encode(obs)
 
     def step_one(key, state, action):
-        obs, state, reward, terminated, _ = env.step_env(key, state, action, params)
+        obs, state, reward, terminated, _ = env.step_env(key, state, to_env(action), params)
         truncated = env.is_truncated(state, params)
         return (
             state,
@@ -114,7 +156,7 @@ def make_gymnax_env(name: str, num_envs: int) -> Env:
         name=name,
         obs_shape=tuple(example.shape),
         obs_dtype=example.dtype,
-        num_actions=int(env.action_space(params).n),
+        num_actions=num_actions,
         num_envs=num_envs,
         max_episode_steps=int(params.max_steps_in_episode),
     )

@@ -137,5 +137,6 @@ def make_seeded(
         atari=config.atari,
         seed=seed,
         evaluation=evaluation,
+        discretise=config.discretise,
     )
     return make_seeded_env(env, num_seeds)

@@ -165,7 +165,10 @@ def obs_spec(config: TrainConfig, spec: Any) -> tuple[tuple[int, ...], Any, int]
         from jaxrl_fast.envs import make_env
 
         spec = make_env(  # traces nothing heavy
-            config.env.name, config.env.num_envs, atari=config.env.atari
+            config.env.name,
+            config.env.num_envs,
+            atari=config.env.atari,
+            discretise=config.env.discretise,
         ).spec
     stack = dedup_stack(config.replay.dedup_frames, getattr(spec, "frame_stack", 0))
     return tuple(spec.obs_shape), np.dtype(spec.obs_dtype), stack

@@ -1,0 +1,162 @@
+"""The article's environment-side recipes, measured: action discretisation (issue 16, part 1).
+
+    python benchmarks/applications.py            # ~2 min on 2 cores
+    python benchmarks/applications.py --quick    # budgets / 10 (a smoke run)
+
+Per preset (`pendulum-discrete`, `reacher-81`), in one process: the preset trained with
+`--seeds` seeds in one program (final greedy return per seed, wall time with compile), and three
+yardsticks on the same env, each the mean return of 64 whole episodes:
+
+- `random`: uniformly random actions of the discrete grid the agent acts on;
+- `scripted`: the env's scripted controller (`jaxrl_fast.envs.scripted`) on the continuous
+  actions;
+- `scripted on the grid`: the same controller with each action snapped to the nearest grid
+  point (`ActionGrid.nearest`): what the discretisation itself costs that controller.
+
+Writes `benchmarks/results/applications[-quick].json` and `.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _machine import machine, machine_line, write_results  # noqa: E402
+
+from jaxrl_fast import parallel, presets  # noqa: E402
+
+parallel.use_cpu_cores()  # one XLA device per core: the seeds run in parallel
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from presets import quick_config  # noqa: E402
+
+from jaxrl_fast.envs.scripted import scripted_controller  # noqa: E402
+from jaxrl_fast.envs.wrappers import make_action_grid  # noqa: E402
+from jaxrl_fast.train import train  # noqa: E402
+
+EPISODES = 64
+DISCRETISED = ("pendulum-discrete", "reacher-81")
+
+
+def policy_return(name: str, policy, episodes: int = EPISODES, seed: int = 0) -> float:
+    """Mean undiscounted return of `episodes` whole episodes of gymnax env `name` under
+    `policy(obs, key) -> continuous action`."""
+    import gymnax
+
+    env, params = gymnax.make(name)
+    horizon = int(params.max_steps_in_episode)
+
+    def episode(key):
+        key_reset, key_steps = jax.random.split(key)
+        obs, state = env.reset_env(key_reset, params)
+
+        def step(carry, key):
+            obs, state, total, over = carry
+            key_act, key_env = jax.random.split(key)
+            obs, state, reward, done, _ = env.step_env(key_env, state, policy(obs, key_act), params)
+            total = total + jnp.where(over, 0.0, reward)
+            return (obs, state, total, over | done), None
+
+        init = (obs, state, jnp.zeros((), jnp.float32), jnp.zeros((), bool))
+        (_, _, total, _), _ = jax.lax.scan(step, init, jax.random.split(key_steps, horizon))
+        return total
+
+    keys = jax.random.split(jax.random.key(seed), episodes)
+    return float(jnp.mean(jax.jit(jax.vmap(episode))(keys)))
+
+
+def yardsticks(env_name: str, bins: int) -> dict:
+    """Random (on the grid), scripted and scripted-on-the-grid returns for env `env_name`."""
+    import gymnax
+
+    env, params = gymnax.make(env_name)
+    space = env.action_space(params)
+    grid = make_action_grid(space.low, space.high, bins, name=env_name)
+    controller = scripted_controller(env_name)
+
+    def random_policy(obs, key):
+        return grid.to_continuous(jax.random.randint(key, (), 0, grid.num_actions))
+
+    return {
+        "random": policy_return(env_name, random_policy),
+        "scripted": policy_return(env_name, lambda obs, key: controller(obs)),
+        "scripted_on_grid": policy_return(
+            env_name, lambda obs, key: grid.to_continuous(grid.nearest(controller(obs)))
+        ),
+        "num_actions": grid.num_actions,
+        "action_dims": len(grid.low),
+    }
+
+
+def run_discretised(name: str, seeds: int, quick: bool) -> dict:
+    cfg = presets.get(name).replace(num_seeds=seeds)
+    if quick:
+        cfg = quick_config(cfg)
+    t = time.perf_counter()
+    result = train(cfg, progress=False)
+    wall = time.perf_counter() - t
+    final = [float(x) for x in np.asarray(result.final_return)]
+    row = {
+        "preset": name,
+        "env": cfg.env.name,
+        "discretise": cfg.env.discretise,
+        "env_steps_per_seed": cfg.total_env_steps,
+        "final_return": final,
+        "wall_time_s": wall,
+        "compile_time_s": result.compile_time_s,
+        **yardsticks(cfg.env.name, cfg.env.discretise),
+    }
+    print(f"{name}: final {[round(x, 1) for x in final]}, random {row['random']:.1f}, "
+          f"scripted {row['scripted']:.1f} ({row['scripted_on_grid']:.1f} on the grid), "
+          f"{wall:.1f} s", flush=True)  # fmt: skip
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--quick", action="store_true", help="budgets / 10 (a smoke run)")
+    args = parser.parse_args()
+    rows = [run_discretised(name, args.seeds, args.quick) for name in DISCRETISED]
+    result = {"machine": machine(), "seeds": args.seeds, "quick": args.quick, "discretised": rows}
+    stem = "applications-quick" if args.quick else "applications"
+    write_results(os.path.join(os.path.dirname(__file__), "results", stem), result, render)
+
+
+def render(res: dict) -> str:
+    lines = [
+        "# The article's environment-side recipes"
+        + (" (quick: budgets / 10, not expected to learn)" if res["quick"] else ""),
+        "",
+        machine_line(res["machine"]),
+        "",
+        "## Action discretisation",
+        "",
+        f"Each preset trained with {res['seeds']} seeds in one program (final greedy return per "
+        f"seed; wall time includes compile). Yardsticks: mean return of {EPISODES} whole "
+        "episodes. `python benchmarks/applications.py` re-runs it.",
+        "",
+        "| preset | env | actions | env steps / seed | final greedy return per seed | mean | "
+        "random | scripted | scripted on the grid | wall (s) |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in res["discretised"]:
+        finals = ", ".join(f"{x:.1f}" for x in r["final_return"])
+        lines.append(
+            f"| `{r['preset']}` | {r['env']} | {r['discretise']}^{r['action_dims']} = "
+            f"{r['num_actions']} | "
+            f"{r['env_steps_per_seed']:,} | {finals} | {statistics.fmean(r['final_return']):.1f} "
+            f"| {r['random']:.1f} | {r['scripted']:.1f} | {r['scripted_on_grid']:.1f} | "
+            f"{r['wall_time_s']:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
