@@ -1,6 +1,6 @@
-"""The article's environment-side recipes, measured: action discretisation (issue 16, part 1).
+"""The article's environment-side recipes, measured: action discretisation, reward shaping.
 
-    python benchmarks/applications.py            # ~2 min on 2 cores
+    python benchmarks/applications.py            # ~3 min on 2 cores
     python benchmarks/applications.py --quick    # budgets / 10 (a smoke run)
 
 Per preset (`pendulum-discrete`, `reacher-81`), in one process: the preset trained with
@@ -12,6 +12,9 @@ yardsticks on the same env, each the mean return of 64 whole episodes:
   actions;
 - `scripted on the grid`: the same controller with each action snapped to the nearest grid
   point (`ActionGrid.nearest`): what the discretisation itself costs that controller.
+
+Then `mountaincar-shaped` (potential-based shaping by the car's energy) against the same config
+without shaping, each with `--seeds` seeds: the env's own final greedy returns.
 
 Writes `benchmarks/results/applications[-quick].json` and `.md`.
 """
@@ -118,6 +121,27 @@ def run_discretised(name: str, seeds: int, quick: bool) -> dict:
     return row
 
 
+SHAPED = "mountaincar-shaped"
+
+
+def run_shaping(seeds: int, quick: bool) -> dict:
+    """`mountaincar-shaped` and the same config without its shaping, side by side."""
+    cfg = presets.get(SHAPED).replace(num_seeds=seeds)
+    if quick:
+        cfg = quick_config(cfg)
+    row = {"preset": SHAPED, "env": cfg.env.name, "shaping": cfg.env.reward_shaping}
+    row["env_steps_per_seed"] = cfg.total_env_steps
+    for label, shaping in (("unshaped", None), ("shaped", cfg.env.reward_shaping)):
+        t = time.perf_counter()
+        result = train(cfg.replace(env={"reward_shaping": shaping}), progress=False)
+        row[label] = {
+            "final_return": [float(x) for x in np.asarray(result.final_return)],
+            "wall_time_s": time.perf_counter() - t,
+        }
+        print(f"{SHAPED} {label}: {row[label]['final_return']}", flush=True)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=4)
@@ -125,6 +149,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = [run_discretised(name, args.seeds, args.quick) for name in DISCRETISED]
     result = {"machine": machine(), "seeds": args.seeds, "quick": args.quick, "discretised": rows}
+    result["shaping"] = run_shaping(args.seeds, args.quick)
     stem = "applications-quick" if args.quick else "applications"
     write_results(os.path.join(os.path.dirname(__file__), "results", stem), result, render)
 
@@ -155,6 +180,27 @@ def render(res: dict) -> str:
             f"| {r['random']:.1f} | {r['scripted']:.1f} | {r['scripted_on_grid']:.1f} | "
             f"{r['wall_time_s']:.1f} |"
         )
+    shaping = res.get("shaping")
+    if shaping:
+        lines += [
+            "",
+            "## Reward shaping",
+            "",
+            f"`{shaping['preset']}` ({shaping['env']}, {shaping['env_steps_per_seed']:,} env "
+            f"steps per seed, {res['seeds']} seeds): the agent learns from rewards shaped by "
+            f"`{shaping['shaping']}`; the returns below are the env's own (-1 per step until "
+            "the flag, -200 when the episode times out; solved at -110).",
+            "",
+            "| rewards learned from | final greedy return per seed | mean | wall (s) |",
+            "|---|---|---:|---:|",
+        ]
+        for label in ("unshaped", "shaped"):
+            r = shaping[label]
+            finals = ", ".join(f"{x:.1f}" for x in r["final_return"])
+            lines.append(
+                f"| {label} | {finals} | {statistics.fmean(r['final_return']):.1f} | "
+                f"{r['wall_time_s']:.1f} |"
+            )
     return "\n".join(lines) + "\n"
 
 

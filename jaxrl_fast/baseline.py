@@ -37,6 +37,7 @@ from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.dqn import AgentState, make_agent
 from jaxrl_fast.envs import Env
 from jaxrl_fast.envs.host import HostEnv, make_host_env
+from jaxrl_fast.envs.shaping import make_shaping
 from jaxrl_fast.evaluate import make_evaluate
 from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.precision import resolve_precision
@@ -441,6 +442,8 @@ class _Collector:
             gamma=config.dqn.gamma,
         )
         self.episode_returns: list[float] = []
+        shaping = make_shaping(config.env.reward_shaping, config.dqn.gamma)
+        self.shaping = None if shaping is None else jax.jit(shaping)  # as the fused loop's
         # the fused loop's init: key, key_env, key_net = split(seed key, 3)
         self.key, key_env, key_net = parts.reset(seeds.train_keys(config)[0])
         self.env_state, self.obs = parts.env.reset(key_env)
@@ -457,6 +460,8 @@ class _Collector:
         self.env_state, next_obs, reward, done, info = self.parts.env.step(
             key_env, self.env_state, action
         )
+        if self.shaping is not None:  # the agent learns from shaped rewards
+            reward = self.shaping(self.obs, action, reward, next_obs, info)
         # to host: one copy of everything the replay and the statistics need
         a, next_host, r, d, terminated, reset_row, ep_return = jax.device_get(
             (

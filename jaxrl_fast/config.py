@@ -121,12 +121,19 @@ class EnvConfig:
       discretise: for a continuous-action gymnax env (Pendulum-v1, Reacher-misc, ...), the
         values per action dimension, evenly spaced over the action box; the discrete actions
         are their joint grid (9 on a 2-joint arm: 81 actions). None for discrete-action envs.
+      reward_shaping: None, or the name of a reward shaping applied to each step's reward
+        before it is stored (reported returns stay the env's own): "potential:<name>" for a
+        built-in potential-based shaping with gamma = `DQNConfig.gamma`
+        ("potential:cartpole-upright", "potential:mountaincar-energy",
+        "potential:pendulum-upright", "potential:reacher-distance"), or a name given to
+        `jaxrl_fast.envs.shaping.register` (`envs/shaping.py`).
     """
 
     name: str = "CartPole-v1"
     num_envs: int = 10
     atari: AtariConfig = dataclasses.field(default_factory=AtariConfig)
     discretise: int | None = None
+    reward_shaping: str | None = None
 
     def __post_init__(self) -> None:
         _require(self, "name", isinstance(self.name, str) and bool(self.name), "a non-empty env id")
@@ -137,6 +144,13 @@ class EnvConfig:
             "discretise",
             self.discretise is None or (_is_int(self.discretise) and self.discretise >= 2),
             "None (a discrete-action env) or an int >= 2 (values per action dimension)",
+        )
+        _require(
+            self,
+            "reward_shaping",
+            self.reward_shaping is None
+            or (isinstance(self.reward_shaping, str) and bool(self.reward_shaping)),
+            'None or a shaping name, e.g. "potential:mountaincar-energy"',
         )
 
     @property

@@ -41,6 +41,7 @@ from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.dqn import Agent, AgentState, UpdateMetrics, make_agent
 from jaxrl_fast.envs import Env
 from jaxrl_fast.envs.seeded import SeededEnv
+from jaxrl_fast.envs.shaping import make_shaping
 from jaxrl_fast.evaluate import make_evaluate
 from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.parallel.exchange import Exchange, make_exchange
@@ -295,6 +296,7 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
     replay_add = seed_vmap(buffer.add, (buffer.seed_axes, 0), buffer.seed_axes)
     learn, skip_learning = _make_learn(config, agent, buffer, exchange, per_seed)
     update_target = jax.vmap(agent.update_target)
+    shaping = make_shaping(config.env.reward_shaping, config.dqn.gamma)  # None: none
     prefill, cpb = config.prefill_steps, config.collect_steps_per_block
     upb = config.updates_per_block
     period = config.target_period_blocks
@@ -310,7 +312,9 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         key, key_env, action = act(seeds.agent, seeds.key, seeds.obs, epsilon, fp32)
         # step envs (all seeds at once)
         env_state, next_obs, reward, done, info = env.step(key_env, seeds.env_state, action)
-        # replay
+        # replay (the agent learns from shaped rewards; episode stats stay the env's own)
+        if shaping is not None:
+            reward = shaping(seeds.obs, action, reward, next_obs, info)
         step = Transition(
             seeds.obs, action, reward, info["terminated"], info["truncated"], info["reset"]
         )
