@@ -298,6 +298,11 @@ def train_unfused(
     wall = time.perf_counter()
     num_blocks = baseline_blocks(config, max_env_steps)
     t = time.perf_counter()
+    if config.env.varying_params:
+        raise ValueError(
+            "train_unfused: EnvConfig.variants / curriculum are not supported by the "
+            "conventional baseline (one seed, the env's own parameters); unset them."
+        )
     parts = _compile_parts(config, env)  # compiled once, before timing (as `train` does)
     compile_time = time.perf_counter() - t
 

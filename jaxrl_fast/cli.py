@@ -171,6 +171,10 @@ def _train(args: argparse.Namespace) -> int:
         f"eval {result.eval_time_s:.1f}s)  {result.env_steps_per_s:,.0f} env-steps/s over all seeds"
         f" on {result.num_devices} device(s)"
     )
+    for v in summary.get("variants", []):
+        fin = "-" if v["mean_final_return"] is None else f"{v['mean_final_return']:.1f}"
+        params = ", ".join(f"{k}={x:g}" for k, x in v["params"].items())
+        print(f"variant {v['variant']} ({params}): seeds {v['seed_indices']}, mean final {fin}")
     if config.eval_episodes == 0:
         print("final evaluation: skipped (eval_episodes=0)")
     print(result.precision)

@@ -61,6 +61,93 @@ def _is_num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+_ADVANCE = ("progress", "return")
+
+
+def parse_variants(spec: str) -> list[dict[str, float]]:
+    """The env-parameter variants of `EnvConfig.variants`: "f=v,g=w;f=v2,g=w2" -> one dict a
+    variant, the same fields in each.
+
+    Raises:
+      ValueError: the text is not of that form (the message names the field and the form).
+
+      >>> parse_variants("length=0.25,polemass_length=0.025;length=1,polemass_length=0.1")
+      [{'length': 0.25, 'polemass_length': 0.025}, {'length': 1.0, 'polemass_length': 0.1}]
+    """
+    form = (
+        'expected "field=value,field=value;field=value,..." (variants separated by ";", each '
+        'setting the same gymnax EnvParams fields), e.g. "length=0.25,polemass_length=0.025;'
+        'length=1.0,polemass_length=0.1"'
+    )
+    variants, repeated = [], False
+    try:
+        for part in spec.split(";"):
+            pairs = [item.split("=") for item in part.split(",")]
+            if any(len(p) != 2 or not p[0].strip() for p in pairs):
+                raise ValueError
+            variants.append({k.strip(): float(v) for k, v in pairs})
+            repeated = repeated or len(variants[-1]) != len(pairs)
+    except (ValueError, AttributeError):
+        raise ValueError(f"EnvConfig.variants={spec!r} is not allowed; {form}.") from None
+    if repeated or any(set(v) != set(variants[0]) for v in variants):
+        raise ValueError(
+            f"EnvConfig.variants={spec!r} is not allowed; every variant must set the same "
+            f"fields, once each ({form})."
+        )
+    return variants
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CurriculumConfig:
+    """A curriculum over one gymnax env parameter, advanced inside the compiled loop.
+
+    The parameter takes `stages` values evenly spaced from `start` (easy) to `end` (the setting
+    the run is for); every seed starts at `start`. With advance="progress" the stage follows
+    the share of training blocks done (stage k over the k-th `1/stages` of the run); with
+    advance="return" a seed moves to the next stage after a block whose finished episodes have
+    a mean return >= `success_return`. Evaluations use `end`.
+
+    Attributes:
+      param: the gymnax `EnvParams` field (e.g. "goal_position" of MountainCar-v0), or None
+        (no curriculum).
+      start: its first value.
+      end: its last value (the target setting).
+      stages: values it takes, >= 2.
+      advance: "progress" or "return".
+      success_return: with advance="return", the mean episode return over a block that
+        moves a seed on.
+    """
+
+    param: str | None = None
+    start: float = 0.0
+    end: float = 0.0
+    stages: int = 5
+    advance: str = "progress"
+    success_return: float = 0.0
+
+    def __post_init__(self) -> None:
+        _require(
+            self,
+            "param",
+            self.param is None or (isinstance(self.param, str) and bool(self.param)),
+            "None or a gymnax EnvParams field name, e.g. 'goal_position'",
+        )
+        _require(self, "start", _is_num(self.start), "a number")
+        _require(self, "end", _is_num(self.end), "a number")
+        _require(self, "stages", _is_int(self.stages) and self.stages >= 2, "an int >= 2")
+        _require(self, "advance", self.advance in _ADVANCE, f"one of {_ADVANCE}")
+        _require(self, "success_return", _is_num(self.success_return), "a number")
+        if self.param is not None and self.start == self.end:
+            raise ValueError(
+                f"CurriculumConfig.end={self.end!r} is not allowed; expected a value other "
+                f"than start={self.start!r} (a curriculum needs somewhere to go)."
+            )
+
+    @property
+    def active(self) -> bool:
+        return self.param is not None
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AtariConfig:
     """The standard DQN Atari settings, applied to "envpool:" envs (Machado et al. 2018 names).
@@ -127,6 +214,10 @@ class EnvConfig:
         ("potential:cartpole-upright", "potential:mountaincar-energy",
         "potential:pendulum-upright", "potential:reacher-distance"), or a name given to
         `jaxrl_fast.envs.shaping.register` (`envs/shaping.py`).
+      variants: None, or gymnax env-parameter variants the seeds train on, one policy per
+        seed: "field=value,...;field=value,..." (`parse_variants`); seed i gets variant
+        i mod V, and results are also given per variant. `num_seeds` must be a multiple of V.
+      curriculum: a curriculum over one env parameter (`CurriculumConfig`; off by default).
     """
 
     name: str = "CartPole-v1"
@@ -134,6 +225,8 @@ class EnvConfig:
     atari: AtariConfig = dataclasses.field(default_factory=AtariConfig)
     discretise: int | None = None
     reward_shaping: str | None = None
+    variants: str | None = None
+    curriculum: CurriculumConfig = dataclasses.field(default_factory=CurriculumConfig)
 
     def __post_init__(self) -> None:
         _require(self, "name", isinstance(self.name, str) and bool(self.name), "a non-empty env id")
@@ -152,6 +245,40 @@ class EnvConfig:
             or (isinstance(self.reward_shaping, str) and bool(self.reward_shaping)),
             'None or a shaping name, e.g. "potential:mountaincar-energy"',
         )
+        _require(
+            self, "curriculum", isinstance(self.curriculum, CurriculumConfig), "a CurriculumConfig"
+        )
+        if self.variants is not None:
+            parse_variants(self.variants)  # raises with the form
+        varying = self.variants is not None or self.curriculum.active
+        if varying and self.is_envpool:
+            raise ValueError(
+                f"EnvConfig.variants / curriculum are not allowed with an envpool env "
+                f"({self.name!r}): its parameters are fixed when the pool is made. Use a gymnax "
+                "env."
+            )
+        if (
+            self.variants is not None
+            and self.curriculum.active
+            and self.curriculum.param in parse_variants(self.variants)[0]
+        ):
+            raise ValueError(
+                f"EnvConfig.curriculum.param={self.curriculum.param!r} is also set by "
+                "EnvConfig.variants; a parameter can vary over seeds or over training, not both."
+            )
+
+    @property
+    def varying_params(self) -> tuple[str, ...]:
+        """The env parameters that vary over seeds or training (sorted)."""
+        fields = set(parse_variants(self.variants)[0]) if self.variants is not None else set()
+        if self.curriculum.active:
+            fields.add(self.curriculum.param)
+        return tuple(sorted(fields))
+
+    @property
+    def num_variants(self) -> int:
+        """Variants of `variants` (1 without)."""
+        return 1 if self.variants is None else len(parse_variants(self.variants))
 
     @property
     def is_envpool(self) -> bool:
@@ -760,6 +887,13 @@ class TrainConfig:
                 f"happen on block boundaries)."
             )
         self._check_parallel()
+        if self.num_seeds % self.env.num_variants:
+            raise ValueError(
+                f"TrainConfig.num_seeds={self.num_seeds} is not allowed with "
+                f"{self.env.num_variants} EnvConfig.variants; expected a multiple of "
+                f"{self.env.num_variants} (seed i trains on variant i mod "
+                f"{self.env.num_variants}), e.g. {self.env.num_variants}."
+            )
         if self.num_chunks is not None:
             ok = (
                 _is_int(self.num_chunks)

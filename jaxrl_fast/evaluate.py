@@ -21,7 +21,7 @@ from jaxrl_fast.dqn import Agent, AgentState
 from jaxrl_fast.envs.seeded import SeededEnv, make_seeded
 from jaxrl_fast.types import Array, PRNGKey
 
-Evaluate = Callable[[AgentState, PRNGKey], Array]
+Evaluate = Callable[..., Array]  # (agents, keys, env_params=None) -> [S]
 
 
 def make_evaluate(
@@ -41,14 +41,16 @@ def make_evaluate(
         with seed `config.seed + 1`.
 
     Returns:
-      `evaluate(agents, keys)`: `agents` an `AgentState` with leading `[S]`, `keys` `[S]` typed
-      keys; returns `[S]` float32 mean undiscounted returns (NaN if `eval_episodes` is 0).
+      `evaluate(agents, keys, env_params=None)`: `agents` an `AgentState` with leading `[S]`,
+      `keys` `[S]` typed keys, `env_params` each seed's varying env parameters ({field: [S]},
+      `envs.variation`; None: the env's own); returns `[S]` float32 mean undiscounted returns
+      (NaN if `eval_episodes` is 0).
     """
     episodes = config.eval_episodes
     num_seeds = config.num_seeds if num_seeds is None else num_seeds
     if episodes == 0:
 
-        def no_evaluation(agents: AgentState, keys: PRNGKey) -> Array:
+        def no_evaluation(agents: AgentState, keys: PRNGKey, env_params=None) -> Array:
             return jnp.full(keys.shape, jnp.nan, jnp.float32)
 
         return no_evaluation
@@ -60,11 +62,14 @@ def make_evaluate(
     max_steps = env.spec.max_episode_steps
     act = jax.vmap(agent.act, in_axes=(0, 0, 0, None, None))
 
-    def evaluate(agents: AgentState, keys: PRNGKey) -> Array:
+    def evaluate(agents: AgentState, keys: PRNGKey, env_params: dict | None = None) -> Array:
         fp32 = mp.shared_fallback(agents.loss_scale)  # shared by the seeds, as in training
         split = jax.vmap(jax.random.split)(keys)
         keys, key_reset = split[:, 0], split[:, 1]
-        env_state, obs = env.reset(key_reset)
+        if env_params is None:
+            env_state, obs = env.reset(key_reset)
+        else:  # each seed's env parameters, {field: [S]} (envs.variation)
+            env_state, obs = env.reset_with(key_reset, env_params)
         total = jnp.zeros(obs.shape[:2], jnp.float32)  # [S, episodes]
 
         def running(carry) -> Array:

@@ -42,6 +42,7 @@ from jaxrl_fast.dqn import Agent, AgentState, UpdateMetrics, make_agent
 from jaxrl_fast.envs import Env
 from jaxrl_fast.envs.seeded import SeededEnv
 from jaxrl_fast.envs.shaping import make_shaping
+from jaxrl_fast.envs.variation import Variation, make_variation
 from jaxrl_fast.evaluate import make_evaluate
 from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.parallel.exchange import Exchange, make_exchange
@@ -96,14 +97,17 @@ class ChunkMetrics(NamedTuple):
 class TrainFns(NamedTuple):
     """The fused loop's functions and the parts they were built from.
 
-    `init(keys [S]) -> runner` (envs reset, nothing collected); `run_chunk(runner) -> (runner,
-    metrics)`: `blocks_per_chunk` training blocks, preceded in the first chunk by the prefill
-    (whose episodes the metrics leave out); `evaluate(runner, keys [S]) -> [S]` mean return over
+    `init(keys [S], seed_ids [S] = None) -> runner` (envs reset, nothing collected; `seed_ids`,
+    the seeds' global indices, pick each seed's env variant: default `0 .. S-1`, give them
+    where the seeds are split over devices); `run_chunk(runner) -> (runner, metrics)`:
+    `blocks_per_chunk` training blocks, preceded in the first chunk by the prefill (whose
+    episodes the metrics leave out); `evaluate(runner, keys [S]) -> [S]` mean return over
     `eval_episodes` episodes.
-    `seed_axes` gives a `SeedState`'s vmap axes (0 per seed, None shared across seeds).
+    `seed_axes` gives a `SeedState`'s vmap axes (0 per seed, None shared across seeds);
+    `variation` the varying env parameters (None: none).
     """
 
-    init: Callable[[PRNGKey], RunnerState]
+    init: Callable[..., RunnerState]
     run_chunk: Callable[[RunnerState], tuple[RunnerState, ChunkMetrics]]
     evaluate: Callable[[RunnerState, PRNGKey], Array]
     run: ResolvedRun
@@ -111,6 +115,7 @@ class TrainFns(NamedTuple):
     buffer: Buffer
     seed_axes: SeedState
     exchange: Exchange = Exchange()
+    variation: Variation | None = None
 
     @property
     def single_device(self) -> bool:
@@ -297,6 +302,7 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
     learn, skip_learning = _make_learn(config, agent, buffer, exchange, per_seed)
     update_target = jax.vmap(agent.update_target)
     shaping = make_shaping(config.env.reward_shaping, config.dqn.gamma)  # None: none
+    variation = make_variation(config)  # env parameters varying over seeds / training
     prefill, cpb = config.prefill_steps, config.collect_steps_per_block
     upb = config.updates_per_block
     period = config.target_period_blocks
@@ -321,13 +327,17 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         replay = replay_add(seeds.replay, step)
         return SeedState(seeds.agent, replay, env_state, next_obs, key), _episode_stats(done, info)
 
-    def init(keys: PRNGKey) -> RunnerState:
+    def init(keys: PRNGKey, seed_ids: Array | None = None) -> RunnerState:
         split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
         key, key_env, key_net = split[:, 0], split[:, 1], split[:, 2]
         if exchange.active:  # a replica's own envs and draws; the seed's network
             fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
             key, key_env = fold(key, exchange.replica()), fold(key_env, exchange.replica())
-        env_state, obs = env.reset(key_env)
+        if variation is None:
+            env_state, obs = env.reset(key_env)
+        else:  # each seed's env parameters: its variant, the curriculum's start
+            ids = jnp.arange(keys.shape[0]) if seed_ids is None else seed_ids
+            env_state, obs = env.reset_with(key_env, variation.initial(ids))
         agents = jax.vmap(agent.init)(key_net, obs)
         replay = seed_vmap(lambda _: buffer.init(), 0, buffer.seed_axes)(keys)
         seeds = SeedState(agents, replay, env_state, obs, key)
@@ -356,6 +366,11 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         # learn (not in the prefill iteration, whose episodes the metrics leave out)
         seeds, metrics = jax.lax.cond(training, learn, skip_learning, seeds, fp32, runner.block)
         stats = jax.tree.map(lambda x: jnp.where(training, x, 0.0), stats)
+        if variation is not None and variation.curriculum.active:  # after training blocks
+            values = env.params_of(seeds.env_state)
+            new = variation.advance(values, stats.episode_return, stats.episodes, runner.block)
+            new = jax.tree.map(lambda a, b: jnp.where(training, a, b), new, values)
+            seeds = seeds._replace(env_state=env.with_params(seeds.env_state, new))
         # target
         due = training & ((runner.block + 1) % period == 0)
         agents = jax.lax.cond(due, update_target, lambda a: a, seeds.agent)
@@ -381,11 +396,14 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         return runner, _chunk_metrics(stats, upd, runner.seeds, buffer, updates)
 
     def evaluate(runner: RunnerState, keys: PRNGKey) -> Array:
+        values = None  # each seed's env parameters (its variant; the curriculum's end)
+        if variation is not None:
+            values = variation.for_evaluation(env.params_of(runner.seeds.env_state))
         if not exchange.active:
-            return evaluate_agents(runner.seeds.agent, keys)
+            return evaluate_agents(runner.seeds.agent, keys, values)
         # every replica evaluates its own episodes; the seed's return is their mean
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, exchange.replica())
-        return exchange.mean(evaluate_agents(runner.seeds.agent, keys))
+        return exchange.mean(evaluate_agents(runner.seeds.agent, keys, values))
 
     return TrainFns(
         init=init,
@@ -396,4 +414,5 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         buffer=buffer,
         seed_axes=seed_axes,
         exchange=exchange,
+        variation=variation,
     )

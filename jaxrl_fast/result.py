@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.config import TrainConfig, parse_variants
 from jaxrl_fast.loop import RunnerState
 
 
@@ -96,7 +96,31 @@ class TrainResult:
             "precision": self.precision,
             "fp32_fallback_env_steps": self.fp32_fallback_env_steps,
             "config": self.config.to_dict(),
+            **self._variants(),
         }
+
+    def _variants(self) -> dict:
+        """With `EnvConfig.variants`: each seed's variant and, per variant, its parameters,
+        seeds and mean final greedy return."""
+        if self.config.env.variants is None:
+            return {}
+        variants = parse_variants(self.config.env.variants)
+        out = []
+        for v, params in enumerate(variants):
+            seeds = list(range(v, self.config.num_seeds, len(variants)))
+            finals = np.asarray(self.final_return)[seeds]
+            out.append(
+                {
+                    "variant": v,
+                    "params": params,
+                    "seed_indices": seeds,
+                    "final_return": [_num(x) for x in finals],
+                    "mean_final_return": _num(np.nanmean(finals))
+                    if np.isfinite(finals).any()
+                    else None,
+                }
+            )
+        return {"variants": out}
 
 
 def _num(x) -> float | None:

@@ -189,6 +189,7 @@ class _Compiled(NamedTuple):
     run_chunk: Any
     evaluate: concurrent.futures.Future  # the evaluation, compiling in a background thread
     keys: Any  # [S] training keys
+    seed_ids: Any  # [S] int32 global seed indices (each seed's env variant)
     eval_keys: Any  # [S] evaluation keys
     num_devices: int
     compile_time_s: float
@@ -227,26 +228,31 @@ def _compile(fns: TrainFns, devices: Sequence[Any]) -> _Compiled:
         used = list(mesh.devices.flat)
         lanes = P((parallel.DATA_AXIS, SEED_AXIS))
         spec = RunnerState(seeds=parallel.lane_specs(fns.seed_axes), block=P())
-        init_fn = parallel.shard_over_seeds(fns.init, mesh, lanes, spec)
+        init_fn = parallel.shard_over_seeds(fns.init, mesh, (lanes, lanes), spec)
         run_fn = parallel.shard_over_seeds(fns.run_chunk, mesh, (spec,), (spec, P(SEED_AXIS)))
         eval_fn = parallel.shard_over_seeds(fns.evaluate, mesh, (spec, P(SEED_AXIS)), P(SEED_AXIS))
-        # replica d of seed s is lane d * S + s: it starts from seed s's key
-        keys = keys[np.tile(np.arange(config.num_seeds), config.parallel.data)]
+        # replica d of seed s is lane d * S + s: it starts from seed s's key (and variant)
+        ids = np.tile(np.arange(config.num_seeds, dtype=np.int32), config.parallel.data)
+        keys, ids = keys[ids], parallel.put_global(ids, mesh, lanes)
         keys = parallel.put_global(keys, mesh, lanes)
         eval_keys = parallel.put_global(eval_keys, mesh, P(SEED_AXIS))
     elif len(used) > 1:
         mesh = parallel.seed_mesh(used)
         spec = RunnerState(seeds=parallel.seed_specs(fns.seed_axes), block=P())
-        init_fn = parallel.shard_over_seeds(fns.init, mesh, P(SEED_AXIS), spec)
+        init_fn = parallel.shard_over_seeds(fns.init, mesh, (P(SEED_AXIS),) * 2, spec)
         run_fn = parallel.shard_over_seeds(fns.run_chunk, mesh, (spec,), (spec, P(SEED_AXIS)))
         eval_fn = parallel.shard_over_seeds(fns.evaluate, mesh, (spec, P(SEED_AXIS)), P(SEED_AXIS))
         keys, eval_keys = parallel.put_seeds(keys, mesh), parallel.put_seeds(eval_keys, mesh)
+        ids = parallel.put_seeds(np.arange(config.num_seeds, dtype=np.int32), mesh)
     else:
         keys, eval_keys = jax.device_put((keys, eval_keys), used[0])
+        ids = jax.device_put(np.arange(config.num_seeds, dtype=np.int32), used[0])
     t = time.perf_counter()
     init_jit = jax.jit(init_fn)
-    init = init_jit.lower(keys).compile(compiler_options=init_compiler_options(used[0].platform))
-    abstract = init_jit.eval_shape(keys)
+    init = init_jit.lower(keys, ids).compile(
+        compiler_options=init_compiler_options(used[0].platform)
+    )
+    abstract = init_jit.eval_shape(keys, ids)
     run_chunk = jax.jit(run_fn, donate_argnums=0).lower(abstract).compile()
     compile_s = time.perf_counter() - t
     if config.eval_episodes == 0:  # no evaluation: nothing to compile
@@ -256,7 +262,7 @@ def _compile(fns: TrainFns, devices: Sequence[Any]) -> _Compiled:
         pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jaxrl_fast-compile")
         evaluate = pool.submit(lambda: jax.jit(eval_fn).lower(abstract, eval_keys).compile())
         pool.shutdown(wait=False)
-    return _Compiled(init, run_chunk, evaluate, keys, eval_keys, len(used), compile_s)
+    return _Compiled(init, run_chunk, evaluate, keys, ids, eval_keys, len(used), compile_s)
 
 
 def _restart_envs(fns: TrainFns, restored: RunnerState, fresh: RunnerState) -> RunnerState:
@@ -320,7 +326,7 @@ def _run(
         dynamic_ncols=True,
     )
     t = time.perf_counter()
-    runner = compiled.init(compiled.keys)
+    runner = compiled.init(compiled.keys, compiled.seed_ids)
     if progress:
         for line in fns.run.describe():
             bar.write(line)

@@ -56,6 +56,7 @@ def make_env(
     seed: int = 0,
     evaluation: bool = False,
     discretise: int | None = None,
+    param_fields: tuple[str, ...] = (),
 ) -> Env:
     """Build a batched env by name.
 
@@ -68,10 +69,13 @@ def make_env(
       evaluation: envpool only: whole games, unclipped rewards.
       discretise: a continuous-action gymnax env's values per action dimension (its actions
         are then the joint grid's points, `envs.wrappers`); None for discrete-action envs.
+      param_fields: gymnax env parameters that vary over seeds or training
+        (`envs.variation`); the env then carries their values in its state.
 
     Raises:
       ValueError: unknown name (the message lists valid names), `num_envs < 1`, or
-        `discretise` missing for a continuous-action env or given for a discrete one.
+        `discretise` missing for a continuous-action env or given for a discrete one, or
+        `param_fields` for a non-gymnax env or naming no parameter of the env.
 
     Examples:
       >>> import jax
@@ -89,10 +93,14 @@ def make_env(
             f"EnvConfig.discretise={discretise!r} is for continuous-action gymnax envs "
             f"({', '.join(gymnax_continuous_envs())}); {name} has discrete actions."
         )
+    if param_fields and (name in PROBE_ENVS or name.startswith("envpool:")):
+        raise ValueError(
+            f"EnvConfig.variants / curriculum vary gymnax env parameters; {name} has none."
+        )
     if name in PROBE_ENVS:
         return make_probe_env(name, num_envs)
     if name.startswith("envpool:"):
         from jaxrl_fast.envs.envpool_env import make_envpool_env
 
         return make_envpool_env(name, num_envs, atari, seed=seed, evaluation=evaluation)
-    return make_gymnax_env(name.removeprefix("gymnax:"), num_envs, discretise)
+    return make_gymnax_env(name.removeprefix("gymnax:"), num_envs, discretise, param_fields)

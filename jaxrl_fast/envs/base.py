@@ -52,13 +52,26 @@ class Env(NamedTuple):
     spec: EnvSpec
     reset: Callable[[PRNGKey], tuple[EnvState, Array]]
     step: Callable[[PRNGKey, EnvState, Array], tuple[EnvState, Array, Array, Array, dict]]
+    # Envs whose parameters vary over seeds or training (`envs.variation`); None elsewhere.
+    # reset_with(key, overrides {field: scalar}) resets with those parameters, which the state
+    # then carries (steps and auto-resets use them); params_of(state) -> {field: scalar};
+    # with_params(state, overrides) -> state (taking effect from the next step).
+    reset_with: Callable[[PRNGKey, dict], tuple[EnvState, Array]] | None = None
+    params_of: Callable[[EnvState], dict] | None = None
+    with_params: Callable[[EnvState, dict], EnvState] | None = None
 
 
 SingleReset = Callable[[PRNGKey], tuple[Any, Array]]
 SingleStep = Callable[[PRNGKey, Any, Array], tuple[Any, Array, Array, Array, Array]]
 
 
-def make_batched_env(spec: EnvSpec, reset_one: SingleReset, step_one: SingleStep) -> Env:
+def make_batched_env(
+    spec: EnvSpec,
+    reset_one: SingleReset,
+    step_one: SingleStep,
+    *,
+    reset_with_one: Callable[[PRNGKey, dict], tuple[Any, Array]] | None = None,
+) -> Env:
     """Batch single-env functions over `spec.num_envs` and add auto-reset and episode stats.
 
     Args:
@@ -66,25 +79,35 @@ def make_batched_env(spec: EnvSpec, reset_one: SingleReset, step_one: SingleStep
       reset_one: `key -> (inner_state, obs)` for one env.
       step_one: `(key, inner_state, action) -> (inner_state, obs, reward, terminated, truncated)`
         for one env, without any reset.
+      reset_with_one: for an env with varying parameters, `(key, overrides) -> (inner_state,
+        obs)` with `inner_state = (its state, overrides)`: auto-resets keep the overrides, and
+        the `Env` gets `reset_with`, `params_of` and `with_params`.
 
     Returns:
       An `Env` following the next-step auto-reset contract of this module.
     """
     n = spec.num_envs
 
-    def reset(key: PRNGKey) -> tuple[EnvState, Array]:
-        inner, obs = jax.vmap(reset_one)(jax.random.split(key, n))
-        state = EnvState(
+    def _start(inner: Any) -> EnvState:
+        return EnvState(
             inner=inner,
             needs_reset=jnp.zeros((n,), bool),
             episode_return=jnp.zeros((n,), jnp.float32),
             episode_length=jnp.zeros((n,), jnp.int32),
         )
-        return state, obs
+
+    def reset(key: PRNGKey) -> tuple[EnvState, Array]:
+        inner, obs = jax.vmap(reset_one)(jax.random.split(key, n))
+        return _start(inner), obs
+
+    def _reset_again(key_reset, inner):
+        if reset_with_one is None:
+            return reset_one(key_reset)
+        return reset_with_one(key_reset, inner[1])  # keep this env's parameters
 
     def _step_one(key_step, key_reset, inner, needs_reset, action):
         inner_s, obs_s, reward, terminated, truncated = step_one(key_step, inner, action)
-        inner_r, obs_r = reset_one(key_reset)
+        inner_r, obs_r = _reset_again(key_reset, inner)
         pick = lambda r, s: jax.lax.select(needs_reset, r, s)  # noqa: E731
         inner = jax.tree.map(pick, inner_r, inner_s)
         obs = pick(obs_r, obs_s)
@@ -117,4 +140,22 @@ def make_batched_env(spec: EnvSpec, reset_one: SingleReset, step_one: SingleStep
         }
         return new_state, obs, reward, done, info
 
-    return Env(spec=spec, reset=reset, step=step)
+    if reset_with_one is None:
+        return Env(spec=spec, reset=reset, step=step)
+
+    def _broadcast(overrides: dict) -> dict:
+        return {
+            k: jnp.broadcast_to(jnp.asarray(v, jnp.float32), (n,)) for k, v in overrides.items()
+        }
+
+    def reset_with(key: PRNGKey, overrides: dict) -> tuple[EnvState, Array]:
+        inner, obs = jax.vmap(reset_with_one)(jax.random.split(key, n), _broadcast(overrides))
+        return _start(inner), obs
+
+    def params_of(state: EnvState) -> dict:
+        return {k: v[0] for k, v in state.inner[1].items()}  # every env of a seed: the same
+
+    def with_params(state: EnvState, overrides: dict) -> EnvState:
+        return state._replace(inner=(state.inner[0], _broadcast(overrides)))
+
+    return Env(spec, reset, step, reset_with, params_of, with_params)

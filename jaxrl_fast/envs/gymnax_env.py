@@ -88,7 +88,9 @@ def _unknown(name: str) -> ValueError:
     )
 
 
-def make_gymnax_env(name: str, num_envs: int, discretise: int | None = None) -> Env:
+def make_gymnax_env(
+    name: str, num_envs: int, discretise: int | None = None, param_fields: tuple[str, ...] = ()
+) -> Env:
     """Build a batched gymnax env.
 
     Args:
@@ -97,13 +99,17 @@ def make_gymnax_env(name: str, num_envs: int, discretise: int | None = None) -> 
       discretise: for a continuous-action env (`CONTINUOUS_ENVS`), the values per action
         dimension; the env then takes the index of a point of their joint grid
         (`envs.wrappers.ActionGrid`). None for a discrete-action env.
+      param_fields: gymnax `EnvParams` fields that vary over seeds or training
+        (`envs.variation`): the env's state then carries their values, and the `Env` gets
+        `reset_with`, `params_of` and `with_params`.
 
     Returns:
       An `Env`. Scalar discrete observations (FrozenLake) are one-hot encoded.
 
     Raises:
       ValueError: unknown env id (the message lists the valid ones), a continuous-action env
-        without `discretise`, a discrete-action env with it, or a bad `discretise`.
+        without `discretise`, a discrete-action env with it, a bad `discretise`, or a
+        `param_fields` entry that is not one of the env's parameters.
     """
     import gymnax
     from gymnax.environments import spaces
@@ -127,6 +133,7 @@ def make_gymnax_env(name: str, num_envs: int, discretise: int | None = None) -> 
         num_actions, to_env = grid.num_actions, grid.to_continuous
     else:  # a gymnax change
         raise _unknown(name)
+    _check_param_fields(name, params, param_fields)
     obs_space = env.observation_space(params)
     one_hot = isinstance(obs_space, spaces.Discrete)
     n_obs = obs_space.n if one_hot else None
@@ -136,13 +143,13 @@ def make_gymnax_env(name: str, num_envs: int, discretise: int | None = None) -> 
             return jax.nn.one_hot(obs, n_obs, dtype=jnp.float32)
         return obs
 
-    def reset_one(key):
-        obs, state = env.reset_env(key, params)
+    def reset_one(key, p=params):
+        obs, state = env.reset_env(key, p)
         return state, encode(obs)
 
-    def step_one(key, state, action):
-        obs, state, reward, terminated, _ = env.step_env(key, state, to_env(action), params)
-        truncated = env.is_truncated(state, params)
+    def step_one(key, state, action, p=params):
+        obs, state, reward, terminated, _ = env.step_env(key, state, to_env(action), p)
+        truncated = env.is_truncated(state, p)
         return (
             state,
             encode(obs),
@@ -150,6 +157,22 @@ def make_gymnax_env(name: str, num_envs: int, discretise: int | None = None) -> 
             jnp.asarray(terminated, bool),
             jnp.asarray(truncated, bool),
         )
+
+    reset_with_one = None
+    if param_fields:  # the state carries the varying parameters: (gymnax state, overrides)
+
+        def reset_with_one(key, overrides):
+            state, obs = reset_one(key, params.replace(**overrides))
+            return (state, overrides), obs
+
+        def step_varying(key, inner, action):
+            state, overrides = inner
+            state, *rest = step_one(key, state, action, params.replace(**overrides))
+            return ((state, overrides), *rest)
+
+        def reset_default(key):
+            defaults = {f: jnp.float32(getattr(params, f)) for f in param_fields}
+            return reset_with_one(key, defaults)
 
     example = jax.eval_shape(lambda k: reset_one(k)[1], jax.random.key(0))
     spec = EnvSpec(
@@ -160,4 +183,22 @@ def make_gymnax_env(name: str, num_envs: int, discretise: int | None = None) -> 
         num_envs=num_envs,
         max_episode_steps=int(params.max_steps_in_episode),
     )
-    return make_batched_env(spec, reset_one, step_one)
+    if reset_with_one is None:
+        return make_batched_env(spec, reset_one, step_one)
+    return make_batched_env(spec, reset_default, step_varying, reset_with_one=reset_with_one)
+
+
+def _check_param_fields(name: str, params, fields: tuple[str, ...]) -> None:
+    """Refuse a varying parameter the env does not have (or that fixes a shape or loop bound)."""
+    import dataclasses
+
+    own = [f.name for f in dataclasses.fields(params) if f.name != "max_steps_in_episode"]
+    for field in fields:
+        if field not in own:
+            close = difflib.get_close_matches(field, own, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(
+                f"EnvConfig: {name} has no env parameter {field!r} to vary.{hint} Its "
+                f"parameters: {', '.join(own)} (max_steps_in_episode cannot vary: it bounds "
+                "the evaluation loop)."
+            )

@@ -46,6 +46,11 @@ class SeededEnv(NamedTuple):
     single_device: bool
     reset: Callable[[PRNGKey], tuple[Any, Array]]
     step: Callable[[PRNGKey, Any, Array], tuple[Any, Array, Array, Array, dict]]
+    # envs with varying parameters (`envs.variation`), per seed: `reset_with(keys [S],
+    # {field: [S]})`, `params_of(state) -> {field: [S]}`, `with_params(state, {field: [S]})`
+    reset_with: Callable[[PRNGKey, dict], tuple[Any, Array]] | None = None
+    params_of: Callable[[Any], dict] | None = None
+    with_params: Callable[[Any, dict], Any] | None = None
 
 
 def make_seeded_env(env: Env, num_seeds: int) -> SeededEnv:
@@ -68,6 +73,7 @@ def make_seeded_env(env: Env, num_seeds: int) -> SeededEnv:
       (2, 3, 4)
     """
     if env.spec.seed_vmappable:
+        varying = env.reset_with is not None
         return SeededEnv(
             spec=env.spec,
             num_seeds=num_seeds,
@@ -75,6 +81,9 @@ def make_seeded_env(env: Env, num_seeds: int) -> SeededEnv:
             single_device=False,
             reset=jax.vmap(env.reset),
             step=jax.vmap(env.step),
+            reset_with=jax.vmap(env.reset_with) if varying else None,
+            params_of=jax.vmap(env.params_of) if varying else None,
+            with_params=jax.vmap(env.with_params) if varying else None,
         )
     if env.spec.num_envs % num_seeds:
         raise ValueError(
@@ -138,5 +147,6 @@ def make_seeded(
         seed=seed,
         evaluation=evaluation,
         discretise=config.discretise,
+        param_fields=config.varying_params,
     )
     return make_seeded_env(env, num_seeds)
