@@ -14,6 +14,11 @@
 * `mountaincar-shaped`: the `cartpole` settings on MountainCar-v0 with potential-based reward
   shaping by the car's energy (`EnvConfig.reward_shaping="potential:mountaincar-energy"`), 301k
   env steps.
+* `mountaincar-curriculum`: the `cartpole` settings on MountainCar-v0 with a curriculum on the
+  engine's force (0.0025 down to the env's own 0.001, advanced per seed by return), 301k env
+  steps.
+* `cartpole-poles`: CartPole with 4 pole lengths (0.25, 0.5, 1, 2 m) as `EnvConfig.variants`,
+  2 seeds each, in one program.
 * `minatar-breakout`: Breakout-MinAtar, CNN (3x3 conv 16 channels, dense 128), 16 envs, 100k
   replay, 2 updates per 16 env steps, lr 2.5e-4 decayed linearly to 0, 154k env steps.
 * `minatar-space-invaders`: the `minatar-breakout` settings on SpaceInvaders-MinAtar.
@@ -138,6 +143,43 @@ def _mountaincar_shaped() -> TrainConfig:
     )
 
 
+def _mountaincar_curriculum() -> TrainConfig:
+    # `cartpole` settings on MountainCar-v0 (unshaped) with a curriculum on the engine's force:
+    # from 0.0025 (drives straight up) to the env's own 0.001 in 5 stages, a seed moving on
+    # after a block whose episodes average -150 or better; evaluated at 0.001. 301k env steps.
+    # While choosing (4 seeds): final greedy -110.7, -99.1, -200.0 (that seed never left the
+    # first stage), -109.7; trained on 0.001 directly: none solved
+    # (benchmarks/results/applications.md).
+    return _cartpole().replace(
+        env={
+            "name": "MountainCar-v0",
+            "curriculum": {
+                "param": "force",
+                "start": 0.0025,
+                "end": 0.001,
+                "stages": 5,
+                "advance": "return",
+                "success_return": -150.0,
+            },
+        },
+        total_env_steps=301_000,
+    )
+
+
+def _cartpole_poles() -> TrainConfig:
+    # Four CartPole variants in one program (the article's many policies at once): pole
+    # lengths 0.25, 0.5 (the env's own), 1 and 2 m, 2 seeds each (seed i on variant i mod 4);
+    # the `cartpole` settings. benchmarks/results/applications.md gives results per variant.
+    return _cartpole().replace(
+        env={
+            "variants": ";".join(
+                f"length={x:g},polemass_length={0.1 * x:g}" for x in (0.25, 0.5, 1.0, 2.0)
+            )
+        },
+        num_seeds=8,
+    )
+
+
 def _minatar_base(name: str) -> TrainConfig:
     # Shared MinAtar settings: 16 envs, 3x3 conv 16 channels + dense 128, 100k replay, two updates
     # per 16 env steps, lr 2.5e-4 decayed linearly to 0, epsilon 1 -> 0.05 over 20% of the run.
@@ -227,6 +269,8 @@ _PRESETS: dict[str, Callable[[], TrainConfig]] = {
     "pendulum-discrete": _pendulum_discrete,
     "reacher-81": _reacher_81,
     "mountaincar-shaped": _mountaincar_shaped,
+    "mountaincar-curriculum": _mountaincar_curriculum,
+    "cartpole-poles": _cartpole_poles,
     "minatar-breakout": _minatar_breakout,
     "minatar-freeway": _minatar_freeway,
     "minatar-space-invaders": _minatar_space_invaders,
