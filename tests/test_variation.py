@@ -178,3 +178,32 @@ def test_variants_over_two_devices_follow_the_global_seed_index():
     np.testing.assert_allclose(out["lengths"], [0.25, 1.0, 0.25, 1.0])
     assert [v["seed_indices"] for v in out["variants"]] == [[0, 2], [1, 3]]
     assert out["variants"][1]["params"] == {"length": 1.0, "polemass_length": 0.1}
+
+
+def test_recipes_together_with_replay_tiers_and_precision():
+    """Discretised actions, shaping, a curriculum and variants in one run, with prioritised
+    replay, the host L3 tier and bf16 compute: it trains, finite, and the env parameters end
+    where the curriculum and the variants put them."""
+    from jaxrl_fast.train import train
+
+    cfg = presets.get("reacher-81").replace(
+        env={
+            "num_envs": 4,
+            "reward_shaping": "potential:reacher-distance",
+            "variants": "dt=0.05;dt=0.04",
+            "curriculum": {"param": "torque_scale", "start": 2.0, "end": 1.0, "stages": 2},
+        },
+        replay={"capacity": 400, "prioritised": True, "l3": "host", "l3_capacity": 800,
+                "l3_share": 0.25},
+        precision={"compute": "bf16"},
+        num_seeds=2, total_env_steps=2_400, learning_starts=400, train_frequency=4,
+        num_chunks=2, eval_episodes=2,
+    )  # fmt: skip
+    result = train(cfg, progress=False)
+    assert np.all(np.isfinite([h["loss"] for h in result.history]))
+    assert np.all(np.isfinite(result.final_return)) and result.final_return.shape == (2,)
+    assert np.all((result.final_return >= 0.0) & (result.final_return <= 100.0))  # env's own
+    values = make_train(cfg).run.env.params_of(result.runner.seeds.env_state)
+    np.testing.assert_allclose(np.asarray(values["torque_scale"]), [1.0, 1.0])
+    np.testing.assert_allclose(np.asarray(values["dt"]), [0.05, 0.04], rtol=1e-6)
+    assert result.history[-1]["replay"]  # the tiers report their counters
