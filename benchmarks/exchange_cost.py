@@ -12,6 +12,8 @@ its input, so nothing can be hoisted out of the loop. The cases take turns, roun
 - `fp32 all-reduce`: `parallel.exchange`'s flat `pmean` of the gradients;
 - `pack + unpack`: 1-bit packing and unpacking of every tensor, no collective;
 - `1-bit exchange`: `parallel.onebit.exchange_signs` (pack, one uint8 all-gather, unpack, mean);
+- `..., in a seed vmap`: the same inside `jax.vmap` over a seed axis of 1, as the training loop
+  runs its update;
 - `Adam + fp32 all-reduce`: optax Adam on the averaged gradients (the `every_step` update);
 - `1-bit Adam, warm-up`, `1-bit Adam, compressed`: `parallel.onebit.onebit_adam` in its two
   phases (its `lax.cond` picks the phase from the shared step).
@@ -65,6 +67,13 @@ def _cases() -> dict:
 
         return step
 
+    def in_seed_vmap(fn):  # as the training loop runs it: inside the vmap over seeds (1 here)
+        def run(g):
+            out = jax.vmap(fn)(jax.tree.map(lambda x: x[None], g))
+            return jax.tree.map(lambda x: x[0], out)
+
+        return run
+
     def adam_mean(g, s, i):
         updates, s = adam.update(_pmean_flat(g, DATA_AXIS), s, g)
         return updates, s
@@ -77,6 +86,14 @@ def _cases() -> dict:
             None,
         ),
         "1-bit exchange": (exchange(lambda g: onebit.exchange_signs(g, DATA_AXIS)[0]), None),
+        "fp32 all-reduce, in a seed vmap": (
+            exchange(in_seed_vmap(lambda g: _pmean_flat(g, DATA_AXIS))),
+            None,
+        ),
+        "1-bit exchange, in a seed vmap": (
+            exchange(in_seed_vmap(lambda g: onebit.exchange_signs(g, DATA_AXIS)[0])),
+            None,
+        ),
         "Adam + fp32 all-reduce": (adam_mean, adam),
         "1-bit Adam, warm-up": (optimiser(warm, step=True), warm),
         "1-bit Adam, compressed": (optimiser(cold, step=True), cold),
