@@ -6,10 +6,11 @@ The loop has its schedule in its shape (DESIGN §3), written once for every env 
     run_chunk = loop(iteration, blocks_per_chunk), plus the prefill iteration first when the
                 counter says it is pending (the first chunk)
     iteration = loop(collect_step, n), n = collect_steps_per_block (prefill_steps for the
-                prefill iteration); then, in a training block, updates_per_block x learn_step and
-                the target update when the block index says so
-    collect_step: epsilon(t); act (per seed); step the envs of all seeds (`SeededEnv`); replay add;
-                at a block's end the replay's spill hook (its host callbacks, on all seeds)
+                prefill iteration); then, in a training block, updates_per_block x learn_step,
+                the curriculum's step (if any) and the target update when the block index says so
+    collect_step: epsilon(t); act (per seed); step the envs of all seeds (`SeededEnv`); reward
+                shaping (if any); replay add; at a block's end the replay's spill hook (its host
+                callbacks, on all seeds)
     learn_step:   replay sample; dqn update (per seed); replay priorities
 
 The prefill is an iteration of the one loop (its learning behind a `lax.cond` on the shared block
