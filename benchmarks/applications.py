@@ -19,7 +19,10 @@ curriculum on MountainCar-v0's engine force (by progress, and by return) against
 the env's own force directly, all evaluated 20 times on the real task: when each seed first
 solves it.
 Then CartPole with 4 pole lengths x 2 seeds as one program (`EnvConfig.variants`) against one
-program per pole length.
+program per pole length. Then a smaller agent (issue 17, part 3): the `cartpole` preset's agents
+pruned by 30% and distilled into a 3.7x smaller MLP (`jaxrl_fast.compress`).
+
+`--only SECTION` (repeatable) redoes those sections and keeps the others from the JSON.
 
 Writes `benchmarks/results/applications[-quick].json` and `.md`.
 """
@@ -27,6 +30,7 @@ Writes `benchmarks/results/applications[-quick].json` and `.md`.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -245,18 +249,129 @@ def run_variants(seeds_per_variant: int, quick: bool) -> dict:
     return out
 
 
+COMPRESS_FRACTION = 0.3
+STUDENT = (60, 42)  # the cartpole preset's MLP is 120-84: about 3.7x the student's parameters
+
+
+def _time_apply(nets: dict, batch: int = 4096, calls: int = 200, rounds: int = 3) -> dict:
+    """Median microseconds per jitted forward pass of `batch` observations, A/B alternating."""
+    times = {name: [] for name in nets}
+    compiled = {}
+    for name, (apply, params, obs) in nets.items():
+        compiled[name] = jax.jit(apply)
+        jax.block_until_ready(compiled[name](params, obs))
+    for _ in range(rounds):
+        for name, (_apply, params, obs) in nets.items():
+            t = time.perf_counter()
+            for _ in range(calls):
+                out = compiled[name](params, obs)
+            jax.block_until_ready(out)
+            times[name].append((time.perf_counter() - t) / calls * 1e6)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def _compressed_bytes(params) -> int:
+    """Bytes of `params` in a compressed .npz (zeros compress: what pruning saves on disk)."""
+    import io
+
+    buf = io.BytesIO()
+    leaves = {str(i): np.asarray(x) for i, x in enumerate(jax.tree.leaves(params))}
+    np.savez_compressed(buf, **leaves)
+    return buf.getbuffer().nbytes
+
+
+def run_compress(seeds: int, quick: bool) -> dict:
+    """The `cartpole` preset's agents: pruned by 30% (globally, per layer, and globally then
+    fine-tuned by distillation with the pruned entries held at 0), and distilled into a
+    3.7x smaller MLP; greedy returns over 64 episodes, sizes, forward-pass time."""
+    from jaxrl_fast import compress
+    from jaxrl_fast.config import NetworkConfig
+    from jaxrl_fast.envs import make_env
+    from jaxrl_fast.networks import QNetwork
+
+    cfg = presets.get("cartpole").replace(num_seeds=seeds)
+    if quick:
+        cfg = quick_config(cfg)
+    result = train(cfg, progress=False)
+    spec = make_env(cfg.env.name).spec
+    teacher = QNetwork.from_config(cfg.network, spec)
+    student = QNetwork.from_config(NetworkConfig(kind="mlp", hidden_sizes=STUDENT), spec)
+    rows, name = [], cfg.env.name
+    for s in range(seeds):
+        tp = jax.tree.map(lambda x, s=s: x[s], result.runner.seeds.agent.params)
+        glob = compress.prune_by_magnitude(tp, COMPRESS_FRACTION)
+        layer = compress.prune_by_magnitude(tp, COMPRESS_FRACTION, scope="layer")
+        obs = compress.collect_observations(teacher.apply, tp, name, seed=s)
+        keep = jax.tree.map(lambda x: (x != 0).astype(x.dtype), glob)
+        tuned, _ = compress.distil(teacher.apply, tp, teacher.apply, glob, obs, keep=keep)
+        sp0 = student.init(jax.random.key(s), obs[:1])
+        sp, losses = compress.distil(teacher.apply, tp, student.apply, sp0, obs, steps=10_000)
+        sq, _ = compress.distil(teacher.apply, tp, student.apply, sp0, obs, steps=10_000, loss="q")
+        row = {
+            "teacher": compress.greedy_return(teacher.apply, tp, name),
+            "pruned_global": compress.greedy_return(teacher.apply, glob, name),
+            "pruned_layer": compress.greedy_return(teacher.apply, layer, name),
+            "pruned_tuned": compress.greedy_return(teacher.apply, tuned, name),
+            "student": compress.greedy_return(student.apply, sp, name),
+            "student_q_loss": compress.greedy_return(student.apply, sq, name),
+            "student_final_loss": float(losses[-1]),
+        }
+        rows.append(row)
+        print(f"compress seed {s}: {row}", flush=True)
+    tp = jax.tree.map(lambda x: x[0], result.runner.seeds.agent.params)
+    tuned_keep = compress.prune_by_magnitude(tp, COMPRESS_FRACTION)
+    batch = jnp.zeros((4096, *spec.obs_shape), jnp.float32)
+    sp = student.init(jax.random.key(0), batch[:1])
+    return {
+        "env": name,
+        "env_steps_per_seed": cfg.total_env_steps,
+        "fraction": COMPRESS_FRACTION,
+        "student_hidden": list(STUDENT),
+        "teacher_hidden": list(cfg.network.hidden_sizes),
+        "seeds": rows,
+        "params": {
+            "teacher": compress.count_params(tp)[0],
+            "pruned_nonzero": compress.count_params(tuned_keep)[1],
+            "student": compress.count_params(sp)[0],
+        },
+        "npz_bytes": {
+            "teacher": _compressed_bytes(tp),
+            "pruned": _compressed_bytes(tuned_keep),
+            "student": _compressed_bytes(sp),
+        },
+        "forward_us_batch_4096": _time_apply(
+            {"teacher": (teacher.apply, tp, batch), "student": (student.apply, sp, batch)}
+        ),
+    }
+
+
+SECTIONS = ("discretised", "shaping", "curriculum", "variants", "compress")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--quick", action="store_true", help="budgets / 10 (a smoke run)")
+    parser.add_argument(
+        "--only", choices=SECTIONS, action="append", help="redo these sections, keep the others"
+    )
     args = parser.parse_args()
-    rows = [run_discretised(name, args.seeds, args.quick) for name in DISCRETISED]
-    result = {"machine": machine(), "seeds": args.seeds, "quick": args.quick, "discretised": rows}
-    result["shaping"] = run_shaping(args.seeds, args.quick)
-    result["curriculum"] = run_curriculum(args.seeds, args.quick)
-    result["variants"] = run_variants(2, args.quick)
     stem = "applications-quick" if args.quick else "applications"
-    write_results(os.path.join(os.path.dirname(__file__), "results", stem), result, render)
+    path = os.path.join(os.path.dirname(__file__), "results", stem)
+    result = {"machine": machine(), "seeds": args.seeds, "quick": args.quick}
+    if args.only:
+        with open(path + ".json") as f:
+            result = {**json.load(f), "machine": machine()}
+    runs = {
+        "discretised": lambda: [run_discretised(n, args.seeds, args.quick) for n in DISCRETISED],
+        "shaping": lambda: run_shaping(args.seeds, args.quick),
+        "curriculum": lambda: run_curriculum(args.seeds, args.quick),
+        "variants": lambda: run_variants(2, args.quick),
+        "compress": lambda: run_compress(args.seeds, args.quick),
+    }
+    for section in args.only or SECTIONS:
+        result[section] = runs[section]()
+    write_results(path, result, render)
 
 
 def render(res: dict) -> str:
@@ -308,6 +423,7 @@ def render(res: dict) -> str:
             )
     lines += _render_curriculum(res.get("curriculum"), res["seeds"])
     lines += _render_variants(res.get("variants"))
+    lines += _render_compress(res.get("compress"))
     return "\n".join(lines) + "\n"
 
 
@@ -344,6 +460,52 @@ def _render_curriculum(cur: dict | None, seeds: int) -> list[str]:
             f"{_steps(r['first_solved'])} | {_steps(r['first_flag'])} | {ended} | "
             f"{r['wall_time_s']:.1f} |"
         )
+    return lines
+
+
+def _render_compress(c: dict | None) -> list[str]:
+    if not c:
+        return []
+    p, b, t = c["params"], c["npz_bytes"], c["forward_us_batch_4096"]
+    cols = [
+        ("teacher", "teacher"),
+        (f"pruned {c['fraction']:.0%}, global", "pruned_global"),
+        (f"pruned {c['fraction']:.0%}, per layer", "pruned_layer"),
+        (f"pruned {c['fraction']:.0%} global, fine-tuned", "pruned_tuned"),
+        (f"student {'-'.join(map(str, c['student_hidden']))}, distilled", "student"),
+        (f"student {'-'.join(map(str, c['student_hidden']))}, Q-value loss", "student_q_loss"),
+    ]
+    lines = [
+        "",
+        "## A smaller agent: pruning and distillation",
+        "",
+        f"The `cartpole` preset's agents ({c['env']}, MLP "
+        f"{'-'.join(map(str, c['teacher_hidden']))}, {c['env_steps_per_seed']:,} env steps, "
+        f"{len(c['seeds'])} seeds). Pruning zeroes the {c['fraction']:.0%} smallest weights "
+        "(over all kernels, or per kernel); fine-tuning distils the unpruned agent into the "
+        "pruned one with its zeros held (3,000 Adam steps); the student is trained by "
+        "distillation on 32,000 states the agent visits (10,000 Adam steps). Greedy returns, "
+        "64 episodes each (500 is the most).",
+        "",
+        "| network | " + " | ".join(f"seed {i}" for i in range(len(c["seeds"]))) + " | mean |",
+        "|---|" + "---:|" * (len(c["seeds"]) + 1),
+    ]
+    for label, key in cols:
+        vals = [r[key] for r in c["seeds"]]
+        lines.append(
+            f"| {label} | " + " | ".join(f"{v:.1f}" for v in vals)
+            + f" | {statistics.fmean(vals):.1f} |"
+        )  # fmt: skip
+    lines += [
+        "",
+        f"Size: the agent has {p['teacher']:,} parameters ({b['teacher']:,} bytes as a "
+        f"compressed .npz); pruned, {p['pruned_nonzero']:,} are non-zero ({b['pruned']:,} "
+        f"bytes compressed; the same shapes, so no faster); the student has {p['student']:,} "
+        f"({p['teacher'] / p['student']:.1f}x fewer, {b['student']:,} bytes). Forward pass of "
+        f"4,096 observations (jitted, medians of 3 alternating rounds): agent "
+        f"{t['teacher']:.0f} us, student {t['student']:.0f} us "
+        f"({t['teacher'] / t['student']:.1f}x).",
+    ]
     return lines
 
 
