@@ -99,6 +99,32 @@ def make_optimizer(
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adam)
 
 
+def _make_loss(config: DQNConfig, net: nn.Module):
+    """The TD loss of `net` for a batch: `(params, target_params, batch) -> (loss, (td [B],
+    mean Q of the taken actions))`, rows weighted by `batch.weight` (0: padding)."""
+
+    def loss_fn(params, target_params, batch: Batch):
+        q_tm1 = net.apply(params, batch.obs)
+        q_t_target = net.apply(target_params, batch.next_obs)
+        q_t_select = (
+            net.apply(jax.lax.stop_gradient(params), batch.next_obs) if config.double_q else None
+        )
+        td = td_errors(q_tm1, batch.action, batch.reward, batch.discount, q_t_target, q_t_select)
+        if config.loss == "huber":
+            per_item = optax.huber_loss(td, delta=config.huber_delta)
+        else:
+            per_item = 0.5 * jnp.square(td)
+        w = batch.weight
+        valid = (w > 0).astype(jnp.float32)
+        rows = jnp.maximum(jnp.sum(valid), 1.0)
+        loss = jnp.sum(w * per_item) / rows
+        q_a = jnp.take_along_axis(q_tm1, batch.action[:, None], -1)[:, 0]
+        q_mean = jnp.sum(valid * q_a) / rows
+        return loss, (td, q_mean)
+
+    return loss_fn
+
+
 def make_agent(
     config: DQNConfig,
     network: nn.Module,
@@ -163,34 +189,8 @@ def make_agent(
         random = (bits[1] % num_actions).astype(jnp.int32)  # bias <= num_actions / 2**32
         return jnp.where(explore, random, greedy)
 
-    def make_loss(net: nn.Module):
-        def loss_fn(params, target_params, batch: Batch):
-            q_tm1 = net.apply(params, batch.obs)
-            q_t_target = net.apply(target_params, batch.next_obs)
-            q_t_select = (
-                net.apply(jax.lax.stop_gradient(params), batch.next_obs)
-                if config.double_q
-                else None
-            )
-            td = td_errors(
-                q_tm1, batch.action, batch.reward, batch.discount, q_t_target, q_t_select
-            )
-            if config.loss == "huber":
-                per_item = optax.huber_loss(td, delta=config.huber_delta)
-            else:
-                per_item = 0.5 * jnp.square(td)
-            w = batch.weight
-            valid = (w > 0).astype(jnp.float32)
-            rows = jnp.maximum(jnp.sum(valid), 1.0)
-            loss = jnp.sum(w * per_item) / rows
-            q_a = jnp.take_along_axis(q_tm1, batch.action[:, None], -1)[:, 0]
-            q_mean = jnp.sum(valid * q_a) / rows
-            return loss, (td, q_mean)
-
-        return loss_fn
-
-    grads_lowp = mp.scaled_value_and_grad(make_loss(network), loss_scale)
-    grads_fp32 = jax.value_and_grad(make_loss(network_fp32), has_aux=True)
+    grads_lowp = mp.scaled_value_and_grad(_make_loss(config, network), loss_scale)
+    grads_fp32 = jax.value_and_grad(_make_loss(config, network_fp32), has_aux=True)
 
     def _grads(agent: AgentState, batch: Batch, fp32):
         args = (agent.params, agent.target_params, batch)
