@@ -218,6 +218,9 @@ class EnvConfig:
         seed: "field=value,...;field=value,..." (`parse_variants`); seed i gets variant
         i mod V, and results are also given per variant. `num_seeds` must be a multiple of V.
       curriculum: a curriculum over one env parameter (`CurriculumConfig`; off by default).
+      observe: () for the whole observation, or the indices of the (flat, vector) gymnax
+        observation entries the agent sees, e.g. (0, 2) for CartPole's cart position and pole
+        angle without their velocities (a partially observed task for a recurrent agent).
     """
 
     name: str = "CartPole-v1"
@@ -227,6 +230,7 @@ class EnvConfig:
     reward_shaping: str | None = None
     variants: str | None = None
     curriculum: CurriculumConfig = dataclasses.field(default_factory=CurriculumConfig)
+    observe: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         _require(self, "name", isinstance(self.name, str) and bool(self.name), "a non-empty env id")
@@ -248,6 +252,19 @@ class EnvConfig:
         _require(
             self, "curriculum", isinstance(self.curriculum, CurriculumConfig), "a CurriculumConfig"
         )
+        _require(
+            self,
+            "observe",
+            isinstance(self.observe, tuple)
+            and all(_is_int(i) and i >= 0 for i in self.observe)
+            and len(set(self.observe)) == len(self.observe),
+            "() (the whole observation) or a tuple of distinct observation indices, e.g. (0, 2)",
+        )
+        if self.observe and self.is_envpool:
+            raise ValueError(
+                f"EnvConfig.observe={self.observe} is for gymnax vector observations; "
+                f"{self.name!r} is an envpool env. Use observe=()."
+            )
         if self.variants is not None:
             parse_variants(self.variants)  # raises with the form
         varying = self.variants is not None or self.curriculum.active
@@ -306,6 +323,9 @@ class NetworkConfig:
         vmapped, whose batched (grouped) convolutions XLA:CPU runs slowly; conv elsewhere; the
         conventional baseline, which calls each update on its own, uses conv). Same function,
         same parameters (`networks.Conv`).
+      lstm: 0 (a feed-forward Q-network), or the width of an LSTM between the torso and the
+        head: a recurrent Q-network whose state is carried through acting and reset at episode
+        starts, trained on stored sequences (`ReplayConfig.sequence_length`, `burn_in`).
     """
 
     kind: str = "auto"
@@ -313,6 +333,7 @@ class NetworkConfig:
     conv_channels: tuple[int, ...] = (16,)
     dueling: bool = False
     conv_impl: str = "auto"
+    lstm: int = 0
 
     def __post_init__(self) -> None:
         _require(self, "kind", self.kind in _NETWORKS, f"one of {_NETWORKS}")
@@ -333,6 +354,12 @@ class NetworkConfig:
             "a non-empty tuple of positive ints, e.g. (16,)",
         )
         _require(self, "dueling", isinstance(self.dueling, bool), "True or False")
+        _require(
+            self,
+            "lstm",
+            _is_int(self.lstm) and 0 <= self.lstm <= 4096,
+            "0 (no LSTM) or an LSTM width in [1, 4096], e.g. 64",
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -364,6 +391,13 @@ class ReplayConfig:
       dedup_frames: for envs whose observations stack frames (Atari), store one frame per row
         and rebuild the stacks of `obs` and `next_obs` at sample time (4x less memory for 4
         frames), in L2 and in L3; False stores whole observations.
+      sequence_length: 0 (transitions), or, for a recurrent Q-network (`NetworkConfig.lstm`),
+        the positions of each sampled sequence that are trained on; each sequence also holds
+        `burn_in` positions before them and `n_step` after them (for the last targets), and
+        starts from the recurrent state stored when its first step was acted on (R2D2).
+        `batch_size` then counts sequences.
+      burn_in: positions at the start of each sequence that only refresh the stored recurrent
+        state (no loss, no gradient); 0 starts training at the stored state.
     """
 
     capacity: int | str = 10_000
@@ -382,9 +416,34 @@ class ReplayConfig:
     spill_block: str | int = "4MB"
     keep_spill: bool = False
     dedup_frames: bool = True
+    sequence_length: int = 0
+    burn_in: int = 0
 
     def __post_init__(self) -> None:
         _require(self, "dedup_frames", isinstance(self.dedup_frames, bool), "True or False")
+        _require(
+            self,
+            "sequence_length",
+            _is_int(self.sequence_length) and 0 <= self.sequence_length <= 1024,
+            "0 (transitions) or positions per sequence in [1, 1024], e.g. 8",
+        )
+        _require(
+            self,
+            "burn_in",
+            _is_int(self.burn_in) and 0 <= self.burn_in <= 1024,
+            "an int in [0, 1024] (positions that only refresh the recurrent state)",
+        )
+        if self.burn_in and not self.sequence_length:
+            raise ValueError(
+                f"ReplayConfig.burn_in={self.burn_in} needs sequences: set sequence_length "
+                "(and NetworkConfig.lstm), or burn_in=0."
+            )
+        if self.sequence_length and (self.prioritised or self.l3 != "off"):
+            raise ValueError(
+                f"ReplayConfig.sequence_length={self.sequence_length} is not allowed with "
+                f"prioritised={self.prioritised}, l3={self.l3!r}: sequences are sampled "
+                "uniformly from the device ring (L2) only. Use prioritised=False, l3='off'."
+            )
         if isinstance(self.capacity, str):
             _require(
                 self,
@@ -887,6 +946,7 @@ class TrainConfig:
                 f"happen on block boundaries)."
             )
         self._check_parallel()
+        self._check_recurrent()
         if self.num_seeds % self.env.num_variants:
             raise ValueError(
                 f"TrainConfig.num_seeds={self.num_seeds} is not allowed with "
@@ -925,6 +985,25 @@ class TrainConfig:
                 f"ParallelConfig.data={data} is not allowed with ReplayConfig.l3="
                 f"{self.replay.l3!r}: the host tier's callbacks keep the seeds on one device. "
                 "Use l3='off'."
+            )
+
+    def _check_recurrent(self) -> None:
+        """A recurrent network and sequence replay go together; the ring holds a sequence."""
+        lstm, length = self.network.lstm, self.replay.sequence_length
+        if bool(lstm) != bool(length):
+            raise ValueError(
+                f"NetworkConfig.lstm={lstm} with ReplayConfig.sequence_length={length} is not "
+                "allowed: a recurrent network (lstm > 0) trains on stored sequences "
+                "(sequence_length > 0, e.g. 8) and sequences need one; set both or neither."
+            )
+        window = self.replay.burn_in + length + self.replay.n_step
+        cap = self.replay.capacity
+        if length and isinstance(cap, int) and cap < window * self.env.num_envs:
+            raise ValueError(
+                f"ReplayConfig.capacity={cap} is not allowed with sequences of burn_in + "
+                f"sequence_length + n_step = {window} steps; expected at least "
+                f"{window * self.env.num_envs} ({window} steps of env.num_envs="
+                f"{self.env.num_envs})."
             )
 
     @property

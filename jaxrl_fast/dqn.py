@@ -8,7 +8,7 @@ gradients is skipped, and after the fallback the same compiled update computes i
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -20,7 +20,7 @@ from jaxrl_fast import precision as mp
 from jaxrl_fast.config import DQNConfig
 from jaxrl_fast.parallel.exchange import Exchange
 from jaxrl_fast.parallel.onebit import onebit_adam
-from jaxrl_fast.types import Array, Batch, Params, PRNGKey
+from jaxrl_fast.types import Array, Batch, Params, PRNGKey, SequenceBatch
 
 
 @struct.dataclass
@@ -47,7 +47,14 @@ class UpdateMetrics(NamedTuple):
 
 
 class Agent(NamedTuple):
-    """The agent's pure functions, built once by `make_agent`."""
+    """The agent's pure functions, built once by `make_agent`.
+
+    `act(agent, key, obs, epsilon, fp32=None) -> actions` is the feed-forward policy;
+    `step(agent, key, obs, carry, epsilon, fp32=None) -> (actions, carry)` is the policy of
+    every agent, recurrent or not: `carry` is the recurrent state `[E, 2, H]` (`()` for a
+    feed-forward agent), `initial_carry(E)` its value at episode starts and
+    `end_episodes(carry, reset [..., E])` zeroes it where an episode has just ended.
+    """
 
     init: Callable[[PRNGKey, Array], AgentState]
     act: Callable[..., Array]
@@ -55,6 +62,16 @@ class Agent(NamedTuple):
     update_target: Callable[[AgentState], AgentState]
     q_values: Callable[..., Array]
     precision: mp.PrecisionPolicy
+    step: Callable[..., tuple[Array, Any]] = None  # type: ignore[assignment]
+    initial_carry: Callable[[int], Any] = None  # type: ignore[assignment]
+    recurrent: bool = False
+
+    def end_episodes(self, carry: Any, reset: Array) -> Any:
+        """`carry` with the state of the envs whose step was a reset step zeroed (the next
+        observation starts an episode); `()` stays `()`."""
+        return jax.tree.map(
+            lambda c: jnp.where(reset.reshape(reset.shape + (1,) * (c.ndim - reset.ndim)), 0.0, c), carry
+        )
 
 
 def td_errors(q_tm1, a_tm1, r_t, discount_t, q_t_target, q_t_select=None):
@@ -110,10 +127,7 @@ def _make_loss(config: DQNConfig, net: nn.Module):
             net.apply(jax.lax.stop_gradient(params), batch.next_obs) if config.double_q else None
         )
         td = td_errors(q_tm1, batch.action, batch.reward, batch.discount, q_t_target, q_t_select)
-        if config.loss == "huber":
-            per_item = optax.huber_loss(td, delta=config.huber_delta)
-        else:
-            per_item = 0.5 * jnp.square(td)
+        per_item = _per_item_loss(config, td)
         w = batch.weight
         valid = (w > 0).astype(jnp.float32)
         rows = jnp.maximum(jnp.sum(valid), 1.0)
@@ -121,6 +135,100 @@ def _make_loss(config: DQNConfig, net: nn.Module):
         q_a = jnp.take_along_axis(q_tm1, batch.action[:, None], -1)[:, 0]
         q_mean = jnp.sum(valid * q_a) / rows
         return loss, (td, q_mean)
+
+    return loss_fn
+
+
+def _per_item_loss(config: DQNConfig, td: Array) -> Array:
+    if config.loss == "huber":
+        return optax.huber_loss(td, delta=config.huber_delta)
+    return 0.5 * jnp.square(td)
+
+
+def _unroll(net: nn.Module, params, obs: Array, valid: Array, carry: Array):
+    """Run a recurrent `net` over `[B, T]` steps from `carry`, zeroing the state after every
+    step that is not a transition (a reset step: the next one starts an episode). Returns
+    `(q [B, T, A], carry after the last step)`."""
+
+    def one(carry, x):
+        o, v = x
+        q, carry = net.apply(params, o, carry)
+        return jnp.where(v[:, None, None], carry, 0.0), q
+
+    carry, q = jax.lax.scan(one, carry, (jnp.swapaxes(obs, 0, 1), jnp.swapaxes(valid, 0, 1)))
+    return jnp.swapaxes(q, 0, 1), carry
+
+
+def sequence_targets(
+    reward: Array, discount: Array, valid: Array, length: int, n: int, gamma: float
+) -> tuple[Array, Array, Array]:
+    """n-step targets' parts for the first `length` positions of `[B, length + n]` steps.
+
+    A position's return sums `gamma^k r_{i+k}` over at most `n` steps, stopping after the step
+    that ends its episode: one that terminated (`discount` 0) or whose next row is a reset step
+    (`valid` False there; after a truncation that row holds the real final observation, as in
+    `replay/staging.py`). Returns `(return [B, length], bootstrap offset k [B, length] int32 in
+    [1, n], bootstrap factor gamma^k, or 0 after a termination, [B, length])`.
+    """
+    alive = jnp.ones(reward.shape[:1] + (length,), bool)
+    ret = jnp.zeros(alive.shape, jnp.float32)
+    offset = jnp.full(alive.shape, n, jnp.int32)
+    factor = jnp.zeros(alive.shape, jnp.float32)
+    for k in range(n):
+        ret = ret + jnp.where(alive, gamma**k * reward[:, k : k + length], 0.0)
+        terminated = discount[:, k : k + length] == 0
+        ends = terminated | ~valid[:, k + 1 : k + 1 + length]
+        last = alive & (ends | (k == n - 1))
+        offset = jnp.where(last, k + 1, offset)
+        factor = jnp.where(last, jnp.where(terminated, 0.0, gamma ** (k + 1)), factor)
+        alive = alive & ~ends
+    return ret, offset, factor
+
+
+def _make_sequence_loss(config: DQNConfig, net: nn.Module, burn_in: int, length: int, n: int):
+    """The recurrent TD loss over `SequenceBatch` windows (R2D2): the online and target nets
+    unroll from the stored state; the first `burn_in` steps only refresh the state (no
+    gradient); positions `burn_in .. burn_in + length - 1` that are transitions are trained on
+    n-step targets bootstrapped within the window. The `[B]` "TD errors" returned are R2D2's
+    sequence priorities, `0.9 max|td| + 0.1 mean|td|` over the trained positions."""
+    gamma = config.gamma
+
+    def loss_fn(params, target_params, batch: SequenceBatch):
+        obs, valid, carry = batch.obs, batch.valid, batch.carry
+        if burn_in:
+            _, carry = _unroll(
+                net, jax.lax.stop_gradient(params), obs[:, :burn_in], valid[:, :burn_in], carry
+            )
+            carry = jax.lax.stop_gradient(carry)
+        q_online, _ = _unroll(net, params, obs[:, burn_in:], valid[:, burn_in:], carry)
+        q_target, _ = _unroll(net, target_params, obs, valid, batch.carry)
+        q_target = q_target[:, burn_in:]
+        tail = lambda x: x[:, burn_in:]  # noqa: E731
+        ret, offset, factor = sequence_targets(
+            tail(batch.reward), tail(batch.discount), tail(valid), length, n, gamma
+        )
+        position = jnp.arange(length)[None, :] + offset  # [B, L] in the tail
+        take = lambda q, idx: jnp.take_along_axis(q, idx[..., None], axis=-1)[..., 0]  # noqa: E731
+        q_next_target = jnp.take_along_axis(q_target, position[..., None], axis=1)  # [B, L, A]
+        if config.double_q:
+            select = jnp.take_along_axis(
+                jax.lax.stop_gradient(q_online), position[..., None], axis=1
+            )
+        else:
+            select = q_next_target
+        v_next = take(q_next_target, jnp.argmax(select, axis=-1))
+        target = jax.lax.stop_gradient(ret + factor * v_next)
+        q_a = take(q_online[:, :length], tail(batch.action)[:, :length])
+        td = target - q_a  # [B, L]
+        mask = tail(valid)[:, :length] & (batch.weight[:, None] > 0)
+        w = jnp.where(mask, batch.weight[:, None], 0.0)
+        count = jnp.maximum(jnp.sum(mask), 1.0)
+        loss = jnp.sum(w * _per_item_loss(config, td)) / count
+        q_mean = jnp.sum(jnp.where(mask, q_a, 0.0)) / count
+        abs_td = jnp.where(mask, jnp.abs(td), 0.0)
+        mean = jnp.sum(abs_td, axis=1) / jnp.maximum(jnp.sum(mask, axis=1), 1)
+        priority = 0.9 * jnp.max(abs_td, axis=1) + 0.1 * mean
+        return loss, (priority, q_mean)
 
     return loss_fn
 
@@ -133,6 +241,7 @@ def make_agent(
     learning_rate=None,
     precision: mp.PrecisionPolicy | None = None,
     exchange: Exchange | None = None,
+    sequence: tuple[int, int, int] | None = None,
 ) -> Agent:
     """Build the DQN agent's functions.
 
@@ -146,6 +255,8 @@ def make_agent(
       precision: the resolved precision policy; default fp32 with no loss scale.
       exchange: how data replicas share gradients (`parallel.Exchange`); None: one replica.
         With replicas, `update` runs inside the mesh's per-device program.
+      sequence: for a recurrent `network` (`lstm > 0`), `(burn_in, sequence_length, n_step)`
+        of the `SequenceBatch`es `update` takes (`replay/sequence.py`).
 
     The functions that compute Q-values take an optional `fp32` flag (`[]` bool): compute in fp32
     instead of the policy's dtype. None uses the agent's own fallback flag. Under a seed `vmap`
@@ -159,18 +270,37 @@ def make_agent(
         tx = mp.skip_nonfinite(tx, exchange.all)
     loss_scale = mp.make_loss_scale(precision)
     network_fp32 = network.clone(dtype=jnp.float32) if precision.fallback else network
+    recurrent = getattr(network, "lstm", 0) > 0
+    if recurrent and sequence is None:
+        raise ValueError(
+            "make_agent: a recurrent network (lstm > 0) trains on sequences; pass "
+            "sequence=(burn_in, sequence_length, n_step)."
+        )
 
     def _use_fp32(agent: AgentState, fp32):
         return agent.loss_scale.fallback if fp32 is None else fp32
 
-    def q_values(params: Params, obs: Array, fp32=False) -> Array:
-        """`[B, A]` float32 Q-values, in the policy's dtype or (if `fp32`) in fp32."""
+    def _apply(params: Params, obs: Array, carry: Any, fp32) -> Any:
+        args = (params, obs, carry) if recurrent else (params, obs)
         if not precision.fallback:
-            return network.apply(params, obs)
-        return jax.lax.cond(fp32, network_fp32.apply, network.apply, params, obs)
+            return network.apply(*args)
+        return jax.lax.cond(fp32, network_fp32.apply, network.apply, *args)
+
+    def q_values(params: Params, obs: Array, fp32=False) -> Array:
+        """`[B, A]` float32 Q-values, in the policy's dtype or (if `fp32`) in fp32 (a recurrent
+        network: from the episode-start state)."""
+        if recurrent:
+            return _apply(params, obs, network.initial_carry(obs.shape[0]), fp32)[0]
+        return _apply(params, obs, None, fp32)
+
+    def initial_carry(num_envs: int) -> Any:
+        return network.initial_carry(num_envs) if recurrent else ()
 
     def init(key: PRNGKey, example_obs: Array) -> AgentState:
-        params = network_fp32.init(key, example_obs)
+        if recurrent:
+            params = network_fp32.init(key, example_obs, initial_carry(example_obs.shape[0]))
+        else:
+            params = network_fp32.init(key, example_obs)
         return AgentState(
             params=params,
             target_params=params,
@@ -179,9 +309,7 @@ def make_agent(
             loss_scale=loss_scale.init(),
         )
 
-    def act(agent: AgentState, key: PRNGKey, obs: Array, epsilon: Array, fp32=None) -> Array:
-        """Epsilon-greedy actions `[E]` int32 for observations `[E, *obs]`."""
-        q = q_values(agent.params, obs, _use_fp32(agent, fp32))
+    def _epsilon_greedy(key: PRNGKey, q: Array, epsilon: Array) -> Array:
         greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
         # One draw for both choices (each random-number call is a loop XLA compiles apart).
         bits = jax.random.bits(key, (2, *greedy.shape), jnp.uint32)
@@ -189,8 +317,29 @@ def make_agent(
         random = (bits[1] % num_actions).astype(jnp.int32)  # bias <= num_actions / 2**32
         return jnp.where(explore, random, greedy)
 
-    grads_lowp = mp.scaled_value_and_grad(_make_loss(config, network), loss_scale)
-    grads_fp32 = jax.value_and_grad(_make_loss(config, network_fp32), has_aux=True)
+    def act(agent: AgentState, key: PRNGKey, obs: Array, epsilon: Array, fp32=None) -> Array:
+        """Epsilon-greedy actions `[E]` int32 for observations `[E, *obs]` (feed-forward)."""
+        if recurrent:
+            raise ValueError(
+                "Agent.act is the feed-forward policy; a recurrent agent acts with "
+                "Agent.step(agent, key, obs, carry, epsilon) -> (actions, carry)."
+            )
+        return _epsilon_greedy(key, q_values(agent.params, obs, _use_fp32(agent, fp32)), epsilon)
+
+    def policy(agent: AgentState, key: PRNGKey, obs: Array, carry: Any, epsilon: Array, fp32=None):
+        """Epsilon-greedy actions `[E]` and the next recurrent state (`()` stays `()`)."""
+        out = _apply(agent.params, obs, carry, _use_fp32(agent, fp32))
+        q, carry = out if recurrent else (out, carry)
+        return _epsilon_greedy(key, q, epsilon), carry
+
+    if recurrent:
+        burn_in, length, n = sequence
+        loss_lowp = _make_sequence_loss(config, network, burn_in, length, n)
+        loss_fp32 = _make_sequence_loss(config, network_fp32, burn_in, length, n)
+    else:
+        loss_lowp, loss_fp32 = _make_loss(config, network), _make_loss(config, network_fp32)
+    grads_lowp = mp.scaled_value_and_grad(loss_lowp, loss_scale)
+    grads_fp32 = jax.value_and_grad(loss_fp32, has_aux=True)
 
     def _grads(agent: AgentState, batch: Batch, fp32):
         args = (agent.params, agent.target_params, batch)
@@ -249,4 +398,7 @@ def make_agent(
         update_target=update_target,
         q_values=q_values,
         precision=precision,
+        step=policy,
+        initial_carry=initial_carry,
+        recurrent=recurrent,
     )

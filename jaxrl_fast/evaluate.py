@@ -60,7 +60,7 @@ def make_evaluate(
         )
     epsilon = jnp.float32(config.eval_epsilon)
     max_steps = env.spec.max_episode_steps
-    act = jax.vmap(agent.act, in_axes=(0, 0, 0, None, None))
+    act = jax.vmap(agent.step, in_axes=(0, 0, 0, 0, None, None))
 
     def evaluate(agents: AgentState, keys: PRNGKey, env_params: dict | None = None) -> Array:
         fp32 = mp.shared_fallback(agents.loss_scale)  # shared by the seeds, as in training
@@ -73,20 +73,22 @@ def make_evaluate(
         total = jnp.zeros(obs.shape[:2], jnp.float32)  # [S, episodes]
 
         def running(carry) -> Array:
-            t, _, _, _, finished, _ = carry
+            t, _, _, _, finished, _, _ = carry
             return jnp.logical_and(t <= max_steps, ~jnp.all(finished))
 
         def step(carry):
-            t, env_state, obs, total, finished, keys = carry
+            t, env_state, obs, total, finished, keys, state = carry
             split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
             keys, key_act, key_env = split[:, 0], split[:, 1], split[:, 2]
-            action = act(agents, key_act, obs, epsilon, fp32)
+            action, state = act(agents, key_act, obs, state, epsilon, fp32)
             env_state, obs, reward, done, _ = env.step(key_env, env_state, action)
             total = total + jnp.where(finished, 0.0, reward)
-            return t + 1, env_state, obs, total, finished | done, keys
+            return t + 1, env_state, obs, total, finished | done, keys, state
 
-        start = (jnp.zeros((), jnp.int32), env_state, obs, total, total > 0, keys)
-        _, _, _, total, _, _ = jax.lax.while_loop(running, step, start)
+        # a recurrent agent's state, from the episodes' start (each env plays one episode)
+        state = jax.vmap(lambda o: agent.initial_carry(o.shape[0]))(obs)
+        start = (jnp.zeros((), jnp.int32), env_state, obs, total, total > 0, keys, state)
+        total = jax.lax.while_loop(running, step, start)[3]
         return jnp.mean(total, axis=1)
 
     return evaluate

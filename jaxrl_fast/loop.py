@@ -63,6 +63,7 @@ class SeedState(NamedTuple):
     env_state: Any
     obs: Array  # [S, E, *obs_shape]
     key: PRNGKey  # [S]
+    carry: Any = ()  # a recurrent agent's state [S, E, 2, H] (zeros at episode starts); ()
 
 
 class RunnerState(NamedTuple):
@@ -124,8 +125,9 @@ class TrainFns(NamedTuple):
         return self.run.env.single_device or self.buffer.single_device
 
 
-def example_transition(spec) -> Transition:
-    """The `Transition` of one collect step of one seed's `spec.num_envs` envs, as structs."""
+def example_transition(spec, carry: Any = None) -> Transition:
+    """The `Transition` of one collect step of one seed's `spec.num_envs` envs, as structs;
+    `carry` a recurrent agent's state for those envs (None: feed-forward)."""
     e, sds = spec.num_envs, jax.ShapeDtypeStruct
     flag = sds((e,), bool)
     return Transition(
@@ -135,6 +137,7 @@ def example_transition(spec) -> Transition:
         terminated=flag,
         truncated=flag,
         reset=flag,
+        carry=None if carry is None else sds(carry.shape, carry.dtype),
     )
 
 
@@ -166,6 +169,7 @@ def _agent_and_buffer(
     network = QNetwork.for_precision(
         config.network, spec, run.precision, conv_impl=run.choices.conv_impl
     )
+    replay = config.replay
     agent = make_agent(
         config.dqn,
         network,
@@ -173,10 +177,14 @@ def _agent_and_buffer(
         learning_rate=schedules.learning_rate,
         precision=run.precision,
         exchange=exchange,
+        sequence=(replay.burn_in, replay.sequence_length, replay.n_step)
+        if replay.sequence_length
+        else None,
     )
+    carry = agent.initial_carry(spec.num_envs) if agent.recurrent else None
     buffer = make_buffer(
         config.replay,
-        example_transition(spec),
+        example_transition(spec, carry),
         gamma=config.dqn.gamma,
         num_seeds=config.num_seeds,
         sync_every=config.collect_steps_per_block,
@@ -297,7 +305,9 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
     exchange = make_exchange(config.parallel, config.total_updates)
     agent, buffer = _agent_and_buffer(run, schedules, exchange)
     evaluate_agents = make_evaluate(config, agent)
-    seed_axes = SeedState(agent=0, replay=buffer.seed_axes, env_state=env.state_axes, obs=0, key=0)
+    seed_axes = SeedState(
+        agent=0, replay=buffer.seed_axes, env_state=env.state_axes, obs=0, key=0, carry=0
+    )
     per_seed = run.choices.seeds_fn  # acting and updates: vmapped or one seed after another
     replay_add = seed_vmap(buffer.add, (buffer.seed_axes, 0), buffer.seed_axes)
     learn, skip_learning = _make_learn(config, agent, buffer, exchange, per_seed)
@@ -308,25 +318,36 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
     upb = config.updates_per_block
     period = config.target_period_blocks
 
-    def _act_one(agent_state: AgentState, key: PRNGKey, obs: Array, epsilon: Array, fp32: Array):
+    def _act_one(agent_state: AgentState, key, obs: Array, carry, epsilon: Array, fp32: Array):
         key, key_act, key_env = jax.random.split(key, 3)
-        return key, key_env, agent.act(agent_state, key_act, obs, epsilon, fp32)
+        action, carry = agent.step(agent_state, key_act, obs, carry, epsilon, fp32)
+        return key, key_env, action, carry
 
-    act = per_seed(_act_one, (0, 0, 0, None, None), 0)
+    act = per_seed(_act_one, (0, 0, 0, 0, None, None), 0)
 
     def collect_step(seeds: SeedState, epsilon: Array, fp32: Array):
-        # act
-        key, key_env, action = act(seeds.agent, seeds.key, seeds.obs, epsilon, fp32)
+        # act (a recurrent agent from its state before this observation)
+        key, key_env, action, carry = act(
+            seeds.agent, seeds.key, seeds.obs, seeds.carry, epsilon, fp32
+        )
         # step envs (all seeds at once)
         env_state, next_obs, reward, done, info = env.step(key_env, seeds.env_state, action)
         # replay (the agent learns from shaped rewards; episode stats stay the env's own)
         if shaping is not None:
             reward = shaping(seeds.obs, action, reward, next_obs, info)
         step = Transition(
-            seeds.obs, action, reward, info["terminated"], info["truncated"], info["reset"]
+            seeds.obs,
+            action,
+            reward,
+            info["terminated"],
+            info["truncated"],
+            info["reset"],
+            carry=seeds.carry if agent.recurrent else None,
         )
         replay = replay_add(seeds.replay, step)
-        return SeedState(seeds.agent, replay, env_state, next_obs, key), _episode_stats(done, info)
+        carry = agent.end_episodes(carry, info["reset"])  # the next obs starts an episode
+        new = SeedState(seeds.agent, replay, env_state, next_obs, key, carry)
+        return new, _episode_stats(done, info)
 
     def init(keys: PRNGKey, seed_ids: Array | None = None) -> RunnerState:
         split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
@@ -341,7 +362,8 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
             env_state, obs = env.reset_with(key_env, variation.initial(ids))
         agents = jax.vmap(agent.init)(key_net, obs)
         replay = seed_vmap(lambda _: buffer.init(), 0, buffer.seed_axes)(keys)
-        seeds = SeedState(agents, replay, env_state, obs, key)
+        carry = jax.vmap(lambda o: agent.initial_carry(o.shape[0]))(obs)
+        seeds = SeedState(agents, replay, env_state, obs, key, carry)
         return RunnerState(seeds=seeds, block=jnp.full((), -1, jnp.int32))
 
     def iteration(runner: RunnerState) -> tuple[RunnerState, tuple[StepStats, UpdateMetrics]]:

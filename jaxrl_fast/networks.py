@@ -190,6 +190,11 @@ class Conv(nn.Module):
 class QNetwork(nn.Module):
     """Maps observations `[B, *obs_shape]` to Q-values `[B, num_actions]` (float32).
 
+    With `lstm > 0` it is recurrent: `(obs [B, *obs_shape], carry [B, 2, lstm]) -> (q, carry)`,
+    an LSTM between the torso (conv and `hidden_sizes` layers) and the head; the carry holds
+    the LSTM's cell and hidden state (in that order, float32), zeros at an episode's start
+    (`initial_carry`).
+
     Attributes:
       num_actions: size of the discrete action space.
       hidden_sizes: dense hidden widths.
@@ -197,6 +202,7 @@ class QNetwork(nn.Module):
       nature: use the Nature-DQN conv torso (`conv_channels` is then ignored).
       conv_impl: the Nature torso's `Conv.impl`.
       dueling: value + advantage head.
+      lstm: LSTM width (0: a feed-forward network).
       dtype: compute dtype.
       param_dtype: parameter dtype.
       precision: `jax.lax.Precision` for matmuls and convolutions (None: backend default).
@@ -208,12 +214,23 @@ class QNetwork(nn.Module):
     nature: bool = False
     conv_impl: str = "auto"
     dueling: bool = False
+    lstm: int = 0
     dtype: Any = jnp.float32
     param_dtype: Any = jnp.float32
     precision: Any = None
 
+    def initial_carry(self, batch: int) -> Array:
+        """The recurrent state at an episode's start: `[batch, 2, lstm]` float32 zeros."""
+        return jnp.zeros((batch, 2, self.lstm), jnp.float32)
+
     @nn.compact
-    def __call__(self, obs: Array) -> Array:
+    def __call__(self, obs: Array, carry: Array | None = None) -> Array | tuple[Array, Array]:
+        if (carry is None) != (self.lstm == 0):
+            raise ValueError(
+                f"QNetwork(lstm={self.lstm}) takes "
+                + ("a carry [B, 2, lstm]" if self.lstm else "no carry")
+                + f"; got carry={None if carry is None else carry.shape}."
+            )
         x = obs.astype(self.dtype)
         if obs.dtype == jnp.uint8:
             x = x * jnp.asarray(1.0 / 255.0, self.dtype)
@@ -250,12 +267,21 @@ class QNetwork(nn.Module):
         x = x.reshape((x.shape[0], -1))
         for h in self.hidden_sizes:
             x = nn.relu(dense(h)(x))
+        if self.lstm:
+            cell = nn.OptimizedLSTMCell(
+                self.lstm, dtype=self.dtype, param_dtype=self.param_dtype, name="lstm"
+            )
+            state = (carry[:, 0].astype(self.dtype), carry[:, 1].astype(self.dtype))
+            (c, h), x = cell(state, x)
+            carry = jnp.stack([c, h], axis=1).astype(jnp.float32)
         if self.dueling:
             value = dense(1, _head_init)(x)
             adv = dense(self.num_actions, _head_init)(x)
             q = value + adv - adv.mean(axis=-1, keepdims=True)
         else:
             q = dense(self.num_actions, _head_init)(x)
+        if self.lstm:
+            return q.astype(jnp.float32), carry
         return q.astype(jnp.float32)
 
     @classmethod
@@ -280,6 +306,7 @@ class QNetwork(nn.Module):
             conv_channels=tuple(config.conv_channels) if kind == "cnn" else (),
             nature=kind == "nature",
             dueling=config.dueling,
+            lstm=config.lstm,
             **{"conv_impl": config.conv_impl, **kwargs},
         )
 

@@ -22,6 +22,8 @@ class Transition(NamedTuple):
       truncated: bool, the episode was cut by a time limit (bootstrap from the next row).
       reset: bool, this was a reset step: the action was ignored and the next row is the first
         observation of a new episode. Such rows are never sampled as transitions.
+      carry: a recurrent agent's state before it saw `obs` (`[E, 2, H]` float32, zeros at an
+        episode's start), stored with sequences; None for a feed-forward agent.
     """
 
     obs: Array
@@ -30,6 +32,7 @@ class Transition(NamedTuple):
     terminated: Array
     truncated: Array
     reset: Array
+    carry: Any = None
 
 
 class Batch(NamedTuple):
@@ -51,5 +54,32 @@ class Batch(NamedTuple):
     reward: Array
     discount: Array
     next_obs: Array
+    weight: Array
+    index: Array
+
+
+class SequenceBatch(NamedTuple):
+    """Sampled sequences of consecutive steps of one env each (recurrent replay,
+    `replay/sequence.py`). Leading axes `[B, W]`, W = burn-in + trained positions + n_step.
+
+    Attributes:
+      obs: `[B, W, *obs_shape]` observations, storage dtype.
+      action: `[B, W]` int32.
+      reward: `[B, W]` float32 one-step rewards.
+      discount: `[B, W]` float32, 0 where the step terminated its episode, else 1 (gamma is
+        applied by the loss).
+      valid: `[B, W]` bool, the step is a transition; False for a reset step (its action was
+        ignored, and the next step starts a new episode) and for never-written rows.
+      carry: `[B, 2, H]` float32 recurrent state stored when the first step was acted on.
+      weight: `[B]` float32 sequence weight; 0 when nothing can be sampled yet.
+      index: `[B]` int32 flat row index of the first step.
+    """
+
+    obs: Array
+    action: Array
+    reward: Array
+    discount: Array
+    valid: Array
+    carry: Array
     weight: Array
     index: Array

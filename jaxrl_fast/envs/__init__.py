@@ -57,6 +57,7 @@ def make_env(
     evaluation: bool = False,
     discretise: int | None = None,
     param_fields: tuple[str, ...] = (),
+    observe: tuple[int, ...] = (),
 ) -> Env:
     """Build a batched env by name.
 
@@ -71,6 +72,8 @@ def make_env(
         are then the joint grid's points, `envs.wrappers`); None for discrete-action envs.
       param_fields: gymnax env parameters that vary over seeds or training
         (`envs.variation`); the env then carries their values in its state.
+      observe: a gymnax vector env's observation entries to keep (`EnvConfig.observe`); ()
+        keeps all.
 
     Raises:
       ValueError: unknown name (the message lists valid names), `num_envs < 1`, or
@@ -97,10 +100,17 @@ def make_env(
         raise ValueError(
             f"EnvConfig.variants / curriculum vary gymnax env parameters; {name} has none."
         )
+    if observe and (name in PROBE_ENVS or name.startswith("envpool:")):
+        raise ValueError(
+            f"EnvConfig.observe={tuple(observe)} is for gymnax vector observations; {name} is "
+            "not a gymnax env. Use observe=()."
+        )
     if name in PROBE_ENVS:
         return make_probe_env(name, num_envs)
     if name.startswith("envpool:"):
         from jaxrl_fast.envs.envpool_env import make_envpool_env
 
         return make_envpool_env(name, num_envs, atari, seed=seed, evaluation=evaluation)
-    return make_gymnax_env(name.removeprefix("gymnax:"), num_envs, discretise, param_fields)
+    return make_gymnax_env(
+        name.removeprefix("gymnax:"), num_envs, discretise, param_fields, tuple(observe)
+    )

@@ -89,7 +89,11 @@ def _unknown(name: str) -> ValueError:
 
 
 def make_gymnax_env(
-    name: str, num_envs: int, discretise: int | None = None, param_fields: tuple[str, ...] = ()
+    name: str,
+    num_envs: int,
+    discretise: int | None = None,
+    param_fields: tuple[str, ...] = (),
+    observe: tuple[int, ...] = (),
 ) -> Env:
     """Build a batched gymnax env.
 
@@ -102,6 +106,8 @@ def make_gymnax_env(
       param_fields: gymnax `EnvParams` fields that vary over seeds or training
         (`envs.variation`): the env's state then carries their values, and the `Env` gets
         `reset_with`, `params_of` and `with_params`.
+      observe: the observation entries the agent sees (a vector observation's indices, e.g.
+        (0, 2) hides CartPole's velocities); () keeps the whole observation.
 
     Returns:
       An `Env`. Scalar discrete observations (FrozenLake) are one-hot encoded.
@@ -109,7 +115,8 @@ def make_gymnax_env(
     Raises:
       ValueError: unknown env id (the message lists the valid ones), a continuous-action env
         without `discretise`, a discrete-action env with it, a bad `discretise`, or a
-        `param_fields` entry that is not one of the env's parameters.
+        `param_fields` entry that is not one of the env's parameters, or an `observe` index
+        outside a vector observation.
     """
     import gymnax
     from gymnax.environments import spaces
@@ -138,10 +145,19 @@ def make_gymnax_env(
     one_hot = isinstance(obs_space, spaces.Discrete)
     n_obs = obs_space.n if one_hot else None
 
+    if observe:
+        shape = tuple(obs_space.shape)
+        if one_hot or len(shape) != 1 or max(observe) >= shape[0]:
+            raise ValueError(
+                f"EnvConfig.observe={observe} is not allowed for {name}: expected indices of its "
+                f"vector observation (shape {shape}), each in [0, {shape[0] if shape else 0})."
+            )
+    keep = jnp.asarray(observe, jnp.int32) if observe else None
+
     def encode(obs):
         if one_hot:
             return jax.nn.one_hot(obs, n_obs, dtype=jnp.float32)
-        return obs
+        return obs if keep is None else obs[keep]
 
     def reset_one(key, p=params):
         obs, state = env.reset_env(key, p)

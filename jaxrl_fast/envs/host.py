@@ -60,7 +60,9 @@ def make_host_env(
     if env is None:
         from jaxrl_fast.envs import make_env
 
-        env = make_env(config.name, config.num_envs, discretise=config.discretise)
+        env = make_env(
+            config.name, config.num_envs, discretise=config.discretise, observe=config.observe
+        )
     key = jax.random.key(0, impl=key_impl)
     reset = jax.jit(env.reset).lower(key).compile()
     state = jax.eval_shape(env.reset, key)[0]

@@ -148,5 +148,6 @@ def make_seeded(
         evaluation=evaluation,
         discretise=config.discretise,
         param_fields=config.varying_params,
+        observe=config.observe,
     )
     return make_seeded_env(env, num_seeds)

@@ -1,6 +1,7 @@
 """The composed replay buffer, composition only: L1 staging (`staging`) -> L2 device ring
 (`ring`), uniform or prioritised (`prioritised.make_per`) -> L3 host tier (`l3.make_l3`), as
-one `Buffer` (DESIGN §4). The loop never knows which tiers are on.
+one `Buffer` (DESIGN §4); or, for a recurrent agent (`ReplayConfig.sequence_length`), the
+sequence buffer (`sequence`). The loop never knows which tiers are on.
 
 Per seed (vmapped by the loop): `add` stages a step and commits one `StoredRow` to L2 (PER
 then updates the priorities of the rows that left and of the row that became complete);
@@ -25,6 +26,7 @@ from jaxrl_fast.replay.base import Buffer, require_resolved_capacity
 from jaxrl_fast.replay.l3 import L3, L3_SEED_AXES, make_l3
 from jaxrl_fast.replay.layout import dedup_stack
 from jaxrl_fast.replay.ring import RING_SEED_AXES, forget_newest, make_ring
+from jaxrl_fast.replay.sequence import make_sequence_buffer
 from jaxrl_fast.types import Array, Batch, PRNGKey, Transition
 
 
@@ -103,6 +105,8 @@ def make_buffer(
       (4, 3)
     """
     require_resolved_capacity(config)
+    if config.sequence_length:  # a recurrent agent's sequences (L2 only)
+        return make_sequence_buffer(config, example, frame_stack=frame_stack)
     num_envs = example.obs.shape[0]
     obs_shape, obs_dtype = tuple(example.obs.shape[1:]), example.obs.dtype
     n = config.n_step
