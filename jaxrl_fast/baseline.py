@@ -303,6 +303,12 @@ def train_unfused(
             "train_unfused: EnvConfig.variants / curriculum are not supported by the "
             "conventional baseline (one seed, the env's own parameters); unset them."
         )
+    if config.network.lstm:
+        raise ValueError(
+            f"train_unfused: NetworkConfig.lstm={config.network.lstm} (a recurrent agent on "
+            "sequence replay) is not supported by the conventional baseline, which stores "
+            "transitions; use lstm=0 and sequence_length=0, or the fused loop (train)."
+        )
     parts = _compile_parts(config, env)  # compiled once, before timing (as `train` does)
     compile_time = time.perf_counter() - t
 

@@ -70,7 +70,8 @@ class Agent(NamedTuple):
         """`carry` with the state of the envs whose step was a reset step zeroed (the next
         observation starts an episode); `()` stays `()`."""
         return jax.tree.map(
-            lambda c: jnp.where(reset.reshape(reset.shape + (1,) * (c.ndim - reset.ndim)), 0.0, c), carry
+            lambda c: jnp.where(reset.reshape(reset.shape + (1,) * (c.ndim - reset.ndim)), 0.0, c),
+            carry,
         )
 
 

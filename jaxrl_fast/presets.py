@@ -180,6 +180,24 @@ def _cartpole_poles() -> TrainConfig:
     )
 
 
+def _memorychain_lstm() -> TrainConfig:
+    # MemoryChain-bsuite (memory length 5): the context bit is shown at the episode's start and
+    # asked for 5 steps later (+1 right, -1 wrong). A 32-wide LSTM on 8-step sequences (the
+    # 6-step episodes fit) from the stored state; 40k env steps. An MLP stays at chance (0):
+    # benchmarks/results/applications.md ("recurrent").
+    return TrainConfig(
+        env=EnvConfig(name="MemoryChain-bsuite", num_envs=8),
+        network=NetworkConfig(kind="mlp", hidden_sizes=(64,), lstm=32),
+        replay=ReplayConfig(capacity=16_000, batch_size=32, sequence_length=8),
+        dqn=DQNConfig(learning_rate=1e-3, gamma=0.99, target_period=400),
+        total_env_steps=40_000,
+        learning_starts=800,
+        train_frequency=8,
+        num_seeds=2,
+        eval_episodes=50,
+    )
+
+
 def _minatar_base(name: str) -> TrainConfig:
     # Shared MinAtar settings: 16 envs, 3x3 conv 16 channels + dense 128, 100k replay, two updates
     # per 16 env steps, lr 2.5e-4 decayed linearly to 0, epsilon 1 -> 0.05 over 20% of the run.
@@ -271,6 +289,7 @@ _PRESETS: dict[str, Callable[[], TrainConfig]] = {
     "mountaincar-shaped": _mountaincar_shaped,
     "mountaincar-curriculum": _mountaincar_curriculum,
     "cartpole-poles": _cartpole_poles,
+    "memorychain-lstm": _memorychain_lstm,
     "minatar-breakout": _minatar_breakout,
     "minatar-freeway": _minatar_freeway,
     "minatar-space-invaders": _minatar_space_invaders,
