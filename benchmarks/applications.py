@@ -20,7 +20,8 @@ the env's own force directly, all evaluated 20 times on the real task: when each
 solves it.
 Then CartPole with 4 pole lengths x 2 seeds as one program (`EnvConfig.variants`) against one
 program per pole length. Then a smaller agent (issue 17, part 3): the `cartpole` preset's agents
-pruned by 30% and distilled into a 3.7x smaller MLP (`jaxrl_fast.compress`).
+pruned by 30% and distilled into a 3.7x smaller MLP (`jaxrl_fast.compress`). Then recurrent Q
+(issue 17, part 1): `memorychain-lstm` and `cartpole-hidden-lstm` against MLPs.
 
 `--only SECTION` (repeatable) redoes those sections and keeps the others from the JSON.
 
@@ -345,7 +346,53 @@ def run_compress(seeds: int, quick: bool) -> dict:
     }
 
 
-SECTIONS = ("discretised", "shaping", "curriculum", "variants", "compress")
+RECURRENT = ("memorychain-lstm", "cartpole-hidden-lstm")
+
+
+def _feed_forward(cfg):
+    """The same run with an MLP on transitions: the LSTM removed, each batch the same number
+    of trained positions (`batch_size` x `sequence_length` transitions)."""
+    rows = cfg.replay.batch_size * cfg.replay.sequence_length
+    return cfg.replace(
+        network={"lstm": 0}, replay={"sequence_length": 0, "burn_in": 0, "batch_size": rows}
+    )
+
+
+def run_recurrent(seeds: int, quick: bool) -> list[dict]:
+    """Each recurrent preset against the same run with an MLP (and, for CartPole with its
+    velocities hidden, the MLP that sees them): final greedy returns, wall times."""
+    out = []
+    for name in RECURRENT:
+        cfg = presets.get(name).replace(num_seeds=seeds)
+        if quick:
+            cfg = quick_config(cfg)
+        arms = {"lstm": cfg, "mlp": _feed_forward(cfg)}
+        if cfg.env.observe:
+            arms["mlp, whole observation"] = _feed_forward(cfg).replace(env={"observe": ()})
+        row = {
+            "preset": name,
+            "env": cfg.env.name,
+            "observe": list(cfg.env.observe),
+            "lstm": cfg.network.lstm,
+            "sequence_length": cfg.replay.sequence_length,
+            "burn_in": cfg.replay.burn_in,
+            "env_steps_per_seed": cfg.total_env_steps,
+        }
+        for label, arm in arms.items():
+            t = time.perf_counter()
+            result = train(arm, progress=False)
+            row[label] = {
+                "final_return": [float(x) for x in np.asarray(result.final_return)],
+                "wall_time_s": time.perf_counter() - t,
+                "run_time_s": result.run_time_s,
+                "compile_time_s": result.compile_time_s,
+            }
+            print(f"{name} {label}: {row[label]['final_return']}", flush=True)
+        out.append(row)
+    return out
+
+
+SECTIONS = ("discretised", "shaping", "curriculum", "variants", "compress", "recurrent")
 
 
 def main() -> None:
@@ -368,6 +415,7 @@ def main() -> None:
         "curriculum": lambda: run_curriculum(args.seeds, args.quick),
         "variants": lambda: run_variants(2, args.quick),
         "compress": lambda: run_compress(args.seeds, args.quick),
+        "recurrent": lambda: run_recurrent(args.seeds, args.quick),
     }
     for section in args.only or SECTIONS:
         result[section] = runs[section]()
@@ -424,7 +472,46 @@ def render(res: dict) -> str:
     lines += _render_curriculum(res.get("curriculum"), res["seeds"])
     lines += _render_variants(res.get("variants"))
     lines += _render_compress(res.get("compress"))
+    lines += _render_recurrent(res.get("recurrent"), res["seeds"])
     return "\n".join(lines) + "\n"
+
+
+def _render_recurrent(rows: list | None, seeds: int) -> list[str]:
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## Recurrent Q: tasks that need memory",
+        "",
+        f"Each recurrent preset ({seeds} seeds, one program) against the same run with an MLP on "
+        "transitions (the LSTM removed, each batch the same number of trained positions), and, "
+        "where the preset hides part of the observation, the MLP that sees all of it. Final "
+        "greedy return per seed; wall time includes compile. "
+        "`python benchmarks/applications.py --only recurrent` re-runs it.",
+        "",
+        "| preset | env (observed) | network | env steps / seed | final greedy return per seed "
+        "| mean | run (s) | wall (s) |",
+        "|---|---|---|---:|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        seen = f"entries {r['observe']}" if r["observe"] else "all"
+        for label in ("lstm", "mlp", "mlp, whole observation"):
+            if label not in r:
+                continue
+            arm = r[label]
+            what = (
+                f"LSTM {r['lstm']}, sequences {r['burn_in']} + {r['sequence_length']}"
+                if label == "lstm"
+                else label.replace("mlp", "MLP")
+            )
+            env = f"{r['env']} ({'all' if label.endswith('observation') else seen})"
+            finals = ", ".join(f"{x:.2f}" for x in arm["final_return"])
+            lines.append(
+                f"| `{r['preset']}` | {env} | {what} | {r['env_steps_per_seed']:,} | {finals} | "
+                f"{statistics.fmean(arm['final_return']):.2f} | {arm['run_time_s']:.1f} | "
+                f"{arm['wall_time_s']:.1f} |"
+            )
+    return lines
 
 
 def _steps(xs: list) -> str:

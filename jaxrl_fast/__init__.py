@@ -9,6 +9,7 @@ Examples:
 
 from jaxrl_fast import presets
 from jaxrl_fast.config import (
+    DemoConfig,
     DQNConfig,
     EnvConfig,
     NetworkConfig,
@@ -28,6 +29,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DQNConfig",
+    "DemoConfig",
     "EnvConfig",
     "NetworkConfig",
     "PrecisionConfig",

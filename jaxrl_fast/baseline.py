@@ -303,6 +303,11 @@ def train_unfused(
             "train_unfused: EnvConfig.variants / curriculum are not supported by the "
             "conventional baseline (one seed, the env's own parameters); unset them."
         )
+    if config.demo.active:
+        raise ValueError(
+            f"train_unfused: DemoConfig.source={config.demo.source!r} (demonstrations) is not "
+            "supported by the conventional baseline; use source='' or the fused loop (train)."
+        )
     if config.network.lstm:
         raise ValueError(
             f"train_unfused: NetworkConfig.lstm={config.network.lstm} (a recurrent agent on "

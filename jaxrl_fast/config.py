@@ -724,6 +724,54 @@ class ScheduleConfig:
         )
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DemoConfig:
+    """Learning from demonstrations (DQfD, Hester et al. 2018): a fixed set of demonstration
+    steps, a share of every batch drawn from it, and a large-margin loss on those rows.
+
+    Attributes:
+      source: "" (off), "scripted" (the env's scripted controller, `envs.scripted`, plays
+        `steps` env steps before training) or the path of an `.npz` of recorded steps
+        (`jaxrl_fast.demos.record` writes one from a trained agent's episodes).
+      steps: env steps the scripted controller plays (over `EnvConfig.num_envs` envs).
+      share: the share of every batch drawn from the demonstrations (uniformly).
+      margin: the large margin `l`: the loss `max_a [Q(s, a) + l 1(a != a_E)] - Q(s, a_E)` on
+        demonstration rows pushes the demonstrated action's value `l` above the others'.
+      weight: the margin loss's weight at the first update.
+      decay_fraction: share of the run's updates over which the weight decays linearly to 0
+        (1.0: over the whole run).
+    """
+
+    source: str = ""
+    steps: int = 10_000
+    share: float = 0.25
+    margin: float = 0.8
+    weight: float = 1.0
+    decay_fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        _require(
+            self,
+            "source",
+            isinstance(self.source, str),
+            '"" (off), "scripted" or the path of an .npz of recorded steps',
+        )
+        _require(self, "steps", _is_int(self.steps) and self.steps > 0, "a positive int")
+        _require(self, "share", _is_num(self.share) and 0 < self.share < 1, "a float in (0, 1)")
+        _require(self, "margin", _is_num(self.margin) and self.margin >= 0, "a float >= 0")
+        _require(self, "weight", _is_num(self.weight) and self.weight >= 0, "a float >= 0")
+        _require(
+            self,
+            "decay_fraction",
+            _is_num(self.decay_fraction) and 0 < self.decay_fraction <= 1,
+            "a float in (0, 1]",
+        )
+
+    @property
+    def active(self) -> bool:
+        return bool(self.source)
+
+
 _SYNCS = ("every_step", "every:K")
 _COMPRESSIONS = ("none", "onebit")
 
@@ -842,6 +890,7 @@ class TrainConfig:
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
     precision: PrecisionConfig = dataclasses.field(default_factory=PrecisionConfig)
     parallel: ParallelConfig = dataclasses.field(default_factory=ParallelConfig)
+    demo: DemoConfig = dataclasses.field(default_factory=DemoConfig)
     total_env_steps: int = 500_000
     learning_starts: int = 10_000
     train_frequency: int = 10
@@ -864,6 +913,7 @@ class TrainConfig:
             ("schedule", ScheduleConfig),
             ("precision", PrecisionConfig),
             ("parallel", ParallelConfig),
+            ("demo", DemoConfig),
         ):
             _require(self, name, isinstance(getattr(self, name), cls), f"a {cls.__name__}")
         e = self.env.num_envs
@@ -947,6 +997,7 @@ class TrainConfig:
             )
         self._check_parallel()
         self._check_recurrent()
+        self._check_demos()
         if self.num_seeds % self.env.num_variants:
             raise ValueError(
                 f"TrainConfig.num_seeds={self.num_seeds} is not allowed with "
@@ -998,6 +1049,12 @@ class TrainConfig:
             )
         window = self.replay.burn_in + length + self.replay.n_step
         cap = self.replay.capacity
+        if length and not isinstance(cap, int):
+            raise ValueError(
+                f"ReplayConfig.capacity={cap!r} is not allowed with sequence_length={length}: "
+                "memory shares do not count the stored recurrent state yet; give a number of "
+                "rows, e.g. 100000."
+            )
         if length and isinstance(cap, int) and cap < window * self.env.num_envs:
             raise ValueError(
                 f"ReplayConfig.capacity={cap} is not allowed with sequences of burn_in + "
@@ -1005,6 +1062,32 @@ class TrainConfig:
                 f"{window * self.env.num_envs} ({window} steps of env.num_envs="
                 f"{self.env.num_envs})."
             )
+
+    def _check_demos(self) -> None:
+        """Demonstrations mix into transition batches from L2 only."""
+        demo = self.demo
+        if not demo.active:
+            return
+        if self.network.lstm or self.replay.l3 != "off":
+            raise ValueError(
+                f"DemoConfig.source={demo.source!r} is not allowed with NetworkConfig.lstm="
+                f"{self.network.lstm}, ReplayConfig.l3={self.replay.l3!r}: demonstration rows "
+                "join batches of transitions drawn from the device ring; use lstm=0, l3='off'."
+            )
+        rows = self.demo_rows_per_batch
+        if not 0 < rows < self.replay.batch_size:
+            raise ValueError(
+                f"DemoConfig.share={demo.share} of ReplayConfig.batch_size="
+                f"{self.replay.batch_size} gives {rows} demonstration rows per batch; expected "
+                f"between 1 and {self.replay.batch_size - 1}."
+            )
+
+    @property
+    def demo_rows_per_batch(self) -> int:
+        """Rows of every batch drawn from the demonstrations (0 without them)."""
+        if not self.demo.active:
+            return 0
+        return int(round(self.demo.share * self.replay.batch_size))
 
     @property
     def num_lanes(self) -> int:

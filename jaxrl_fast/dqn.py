@@ -117,11 +117,13 @@ def make_optimizer(
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adam)
 
 
-def _make_loss(config: DQNConfig, net: nn.Module):
-    """The TD loss of `net` for a batch: `(params, target_params, batch) -> (loss, (td [B],
-    mean Q of the taken actions))`, rows weighted by `batch.weight` (0: padding)."""
+def _make_loss(config: DQNConfig, net: nn.Module, margin: float | None = None):
+    """The TD loss of `net` for a batch: `(params, target_params, batch, margin_weight=0) ->
+    (loss, (td [B], mean Q of the taken actions))`, rows weighted by `batch.weight` (0:
+    padding). With a `margin` (demonstrations, DQfD) it adds `margin_weight` x the mean over
+    the batch's demonstration rows of `max_a [Q(s, a) + margin 1(a != a_E)] - Q(s, a_E)`."""
 
-    def loss_fn(params, target_params, batch: Batch):
+    def loss_fn(params, target_params, batch: Batch, margin_weight=0.0):
         q_tm1 = net.apply(params, batch.obs)
         q_t_target = net.apply(target_params, batch.next_obs)
         q_t_select = (
@@ -135,6 +137,11 @@ def _make_loss(config: DQNConfig, net: nn.Module):
         loss = jnp.sum(w * per_item) / rows
         q_a = jnp.take_along_axis(q_tm1, batch.action[:, None], -1)[:, 0]
         q_mean = jnp.sum(valid * q_a) / rows
+        if margin is not None and batch.demo is not None:
+            other = jnp.arange(q_tm1.shape[-1])[None, :] != batch.action[:, None]
+            gap = jnp.max(q_tm1 + margin * other, axis=-1) - q_a  # >= 0
+            demo = batch.demo.astype(jnp.float32)
+            loss = loss + margin_weight * jnp.sum(demo * gap) / jnp.maximum(jnp.sum(demo), 1.0)
         return loss, (td, q_mean)
 
     return loss_fn
@@ -144,6 +151,11 @@ def _per_item_loss(config: DQNConfig, td: Array) -> Array:
     if config.loss == "huber":
         return optax.huber_loss(td, delta=config.huber_delta)
     return 0.5 * jnp.square(td)
+
+
+# Sequences up to this many steps are unrolled in full (no loop): with a small LSTM a loop
+# iteration costs about as much as the step itself on a CPU; compile time grows with the steps.
+FULL_UNROLL_MAX = 32
 
 
 def _unroll(net: nn.Module, params, obs: Array, valid: Array, carry: Array):
@@ -156,7 +168,13 @@ def _unroll(net: nn.Module, params, obs: Array, valid: Array, carry: Array):
         q, carry = net.apply(params, o, carry)
         return jnp.where(v[:, None, None], carry, 0.0), q
 
-    carry, q = jax.lax.scan(one, carry, (jnp.swapaxes(obs, 0, 1), jnp.swapaxes(valid, 0, 1)))
+    steps = obs.shape[1]
+    carry, q = jax.lax.scan(
+        one,
+        carry,
+        (jnp.swapaxes(obs, 0, 1), jnp.swapaxes(valid, 0, 1)),
+        unroll=steps if steps <= FULL_UNROLL_MAX else 1,
+    )
     return jnp.swapaxes(q, 0, 1), carry
 
 
@@ -243,6 +261,7 @@ def make_agent(
     precision: mp.PrecisionPolicy | None = None,
     exchange: Exchange | None = None,
     sequence: tuple[int, int, int] | None = None,
+    demo: tuple[float, float, int] | None = None,
 ) -> Agent:
     """Build the DQN agent's functions.
 
@@ -258,6 +277,9 @@ def make_agent(
         With replicas, `update` runs inside the mesh's per-device program.
       sequence: for a recurrent `network` (`lstm > 0`), `(burn_in, sequence_length, n_step)`
         of the `SequenceBatch`es `update` takes (`replay/sequence.py`).
+      demo: `(margin, weight, decay_updates)`: the large-margin loss on a batch's
+        demonstration rows (`Batch.demo`, `DemoConfig`), weighted by `weight`, decaying
+        linearly to 0 over the first `decay_updates` updates.
 
     The functions that compute Q-values take an optional `fp32` flag (`[]` bool): compute in fp32
     instead of the policy's dtype. None uses the agent's own fallback flag. Under a seed `vmap`
@@ -338,12 +360,23 @@ def make_agent(
         loss_lowp = _make_sequence_loss(config, network, burn_in, length, n)
         loss_fp32 = _make_sequence_loss(config, network_fp32, burn_in, length, n)
     else:
-        loss_lowp, loss_fp32 = _make_loss(config, network), _make_loss(config, network_fp32)
+        margin = demo[0] if demo is not None else None
+        loss_lowp = _make_loss(config, network, margin)
+        loss_fp32 = _make_loss(config, network_fp32, margin)
+
+    def _margin_weight(agent: AgentState) -> tuple:
+        """The large-margin loss's weight at this update (as an extra loss argument)."""
+        if demo is None:
+            return ()
+        _, weight, decay_updates = demo
+        left = 1.0 - agent.grad_steps.astype(jnp.float32) / max(decay_updates, 1)
+        return (weight * jnp.clip(left, 0.0, 1.0),)
+
     grads_lowp = mp.scaled_value_and_grad(loss_lowp, loss_scale)
     grads_fp32 = jax.value_and_grad(loss_fp32, has_aux=True)
 
     def _grads(agent: AgentState, batch: Batch, fp32):
-        args = (agent.params, agent.target_params, batch)
+        args = (agent.params, agent.target_params, batch, *_margin_weight(agent))
         if not precision.fallback:
             return grads_lowp(agent.loss_scale, *args)
         return jax.lax.cond(

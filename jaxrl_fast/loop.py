@@ -39,6 +39,7 @@ import jax.numpy as jnp
 
 from jaxrl_fast import precision as mp
 from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.demos import load_demos
 from jaxrl_fast.dqn import Agent, AgentState, UpdateMetrics, make_agent
 from jaxrl_fast.envs import Env
 from jaxrl_fast.envs.seeded import SeededEnv
@@ -180,6 +181,13 @@ def _agent_and_buffer(
         sequence=(replay.burn_in, replay.sequence_length, replay.n_step)
         if replay.sequence_length
         else None,
+        demo=(
+            config.demo.margin,
+            config.demo.weight,
+            int(config.demo.decay_fraction * config.total_updates),
+        )
+        if config.demo.active
+        else None,
     )
     carry = agent.initial_carry(spec.num_envs) if agent.recurrent else None
     buffer = make_buffer(
@@ -192,6 +200,8 @@ def _agent_and_buffer(
         total_updates=config.total_updates,
         seed=config.seed,
         frame_stack=spec.frame_stack,
+        demos=load_demos(config),  # None without demonstrations
+        demo_rows_per_batch=config.demo_rows_per_batch,
     )
     return agent, buffer
 

@@ -110,6 +110,17 @@ def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if a == b else [prefix.rstrip(".")]
 
 
+def with_defaults(saved: Any, defaults: Any) -> Any:
+    """`saved` (a config dict) with the fields it lacks taken from `defaults`: a run saved
+    before a field existed resumes when the field keeps its default."""
+    if not (isinstance(saved, dict) and isinstance(defaults, dict)):
+        return saved
+    out = dict(defaults)
+    for k, v in saved.items():
+        out[k] = with_defaults(v, defaults.get(k))
+    return out
+
+
 def _json_value(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
         return None  # JSON has no NaN: a chunk where no episode ended
@@ -140,7 +151,8 @@ class MetricsWriter:
         if resume and os.path.exists(saved):
             with open(saved) as f:
                 before = json.load(f)
-            differ = _differences(before["config"], _plain(config.to_dict()))
+            old = with_defaults(before["config"], _plain(TrainConfig().to_dict()))
+            differ = _differences(old, _plain(config.to_dict()))
             fixed = [d for d in differ if d not in RESUME_OVERRIDABLE]
             if differ and (fixed or not force_config):
                 if force_config:

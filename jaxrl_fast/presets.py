@@ -198,6 +198,22 @@ def _memorychain_lstm() -> TrainConfig:
     )
 
 
+def _cartpole_hidden_lstm() -> TrainConfig:
+    # CartPole seeing only the cart's position and the pole's angle (`observe=(0, 2)`): the
+    # velocities must be inferred from the last steps. The `cartpole` settings with a 64-wide
+    # torso and LSTM on sequences of 4 burn-in + 8 trained steps (32 per batch), 1-step returns,
+    # a target copy every 2,000 env steps, 201k env steps. Chosen on 2-4 seeds of base seed 0
+    # against n_step 3, Huber, target every 500, 16-step sequences (benchmarks/results/
+    # applications.md, "recurrent", for the MLPs beside it).
+    return _cartpole().replace(
+        env={"observe": (0, 2)},
+        network={"hidden_sizes": (64,), "lstm": 64},
+        replay={"n_step": 1, "sequence_length": 8, "burn_in": 4, "batch_size": 32},
+        dqn={"target_period": 2000},
+        total_env_steps=201_000,
+    )
+
+
 def _minatar_base(name: str) -> TrainConfig:
     # Shared MinAtar settings: 16 envs, 3x3 conv 16 channels + dense 128, 100k replay, two updates
     # per 16 env steps, lr 2.5e-4 decayed linearly to 0, epsilon 1 -> 0.05 over 20% of the run.
@@ -290,6 +306,7 @@ _PRESETS: dict[str, Callable[[], TrainConfig]] = {
     "mountaincar-curriculum": _mountaincar_curriculum,
     "cartpole-poles": _cartpole_poles,
     "memorychain-lstm": _memorychain_lstm,
+    "cartpole-hidden-lstm": _cartpole_hidden_lstm,
     "minatar-breakout": _minatar_breakout,
     "minatar-freeway": _minatar_freeway,
     "minatar-space-invaders": _minatar_space_invaders,

@@ -46,7 +46,9 @@ class Batch(NamedTuple):
         0 where the episode terminated.
       next_obs: `[B, *obs_shape]` the observation to bootstrap from (same episode).
       weight: `[B]` float32 loss weight; 0 for rows that are not valid transitions.
-      index: `[B]` int32 flat row index (for priority updates).
+      index: `[B]` int32 flat row index (for priority updates); -1 for a row that is not in
+        L2 (an L3 or demonstration row).
+      demo: `[B]` bool, the row is a demonstration (`DemoConfig`); None without them.
     """
 
     obs: Array
@@ -56,6 +58,7 @@ class Batch(NamedTuple):
     next_obs: Array
     weight: Array
     index: Array
+    demo: Array | None = None
 
 
 class SequenceBatch(NamedTuple):

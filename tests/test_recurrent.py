@@ -145,6 +145,11 @@ def test_config_refusals():
             network=NetworkConfig(lstm=8),
             replay=ReplayConfig(capacity=100, batch_size=4, sequence_length=8, burn_in=3),
         )
+    with pytest.raises(ValueError, match="give a number of rows"):
+        TrainConfig(
+            network=NetworkConfig(lstm=8),
+            replay=ReplayConfig(capacity="small", sequence_length=8),
+        )
     with pytest.raises(ValueError, match="EnvConfig.observe"):
         EnvConfig(observe=(0, 0))
     with pytest.raises(ValueError, match="envpool env"):
@@ -234,3 +239,24 @@ def test_memorychain_needs_the_lstm():
         progress=False,
     )
     assert np.abs(mlp.final_return).max() <= 0.4, mlp.final_return
+
+
+def test_a_resumed_recurrent_run_ends_bitwise_where_the_uninterrupted_one_does(tmp_path):
+    """The acting state and the stored states are part of the checkpoint."""
+    from conftest import StopRun, params_hashes, stop_at
+
+    from jaxrl_fast.train import train
+
+    cfg = _recurrent_tiny()
+    full = train(cfg, progress=False, run_dir=tmp_path / "full", checkpoint_every=200)
+    with pytest.raises(StopRun):
+        train(
+            cfg,
+            progress=False,
+            run_dir=tmp_path / "cut",
+            checkpoint_every=200,
+            on_chunk=stop_at(2),
+        )
+    resumed = train(cfg, progress=False, run_dir=tmp_path / "cut", resume=True)
+    assert params_hashes(tmp_path / "cut") == params_hashes(tmp_path / "full")
+    np.testing.assert_array_equal(resumed.runner.seeds.carry, full.runner.seeds.carry)

@@ -21,8 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_fast.config import ReplayConfig
-from jaxrl_fast.replay import prioritised, staging
+from jaxrl_fast.replay import demo, prioritised, staging
 from jaxrl_fast.replay.base import Buffer, require_resolved_capacity
+from jaxrl_fast.replay.demo import DemoRows
 from jaxrl_fast.replay.l3 import L3, L3_SEED_AXES, make_l3
 from jaxrl_fast.replay.layout import dedup_stack
 from jaxrl_fast.replay.ring import RING_SEED_AXES, forget_newest, make_ring
@@ -39,6 +40,7 @@ class ReplayState(NamedTuple):
     max_priority: Array  # [] float32 (1.0 when uniform)
     updates: Array  # [] int32 shared: batches sampled and used
     l3: Any  # l3.L3State, or None when L3 is off
+    demo: Any = None  # demo.DemoRows shared by the seeds, or None without demonstrations
 
 
 def _check_tier(tier: L3, *want: Any) -> None:
@@ -71,6 +73,8 @@ def make_buffer(
     seed: int = 0,
     frame_stack: int = 0,
     l3_tier: L3 | None = None,
+    demos: DemoRows | None = None,
+    demo_rows_per_batch: int = 0,
 ) -> Buffer:
     """Build the buffer a `ReplayConfig` describes.
 
@@ -89,6 +93,8 @@ def make_buffer(
         if `dedup_frames`.
       l3_tier: an L3 tier from `l3.make_l3(config, example, ...)` with the same arguments, to
         keep a handle on its host store and layout; None builds it here when L3 is on.
+      demos: demonstration rows (`demo.demo_rows`, numpy), kept in the state (shared by the
+        seeds); the last `demo_rows_per_batch` rows of every batch are drawn from them.
 
     Raises:
       ValueError: an unresolved capacity, capacities the ring or L3 reject, or an `l3_tier`
@@ -135,6 +141,12 @@ def make_buffer(
     else:
         _check_tier(l3_tier, num_seeds, num_envs, obs_shape, np.dtype(obs_dtype), frame_stack)
     tier = l3_tier
+    k_demo = demo_rows_per_batch if demos is not None else 0
+    if k_demo and (tier is not None or not 0 < k_demo < config.batch_size):
+        raise ValueError(
+            f"make_buffer: {k_demo} demonstration rows per batch of {config.batch_size} "
+            f"(l3={config.l3!r}); expected 1 .. batch_size - 1 of them, with l3='off'."
+        )
     step_example = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), example)
 
     def init() -> ReplayState:
@@ -145,6 +157,7 @@ def make_buffer(
             max_priority=jnp.ones((), jnp.float32),
             updates=jnp.zeros((), jnp.int32),
             l3=tier.init() if tier is not None else None,
+            demo=jax.tree.map(jnp.asarray, demos) if k_demo else None,
         )
 
     def add(state: ReplayState, step: Transition) -> ReplayState:
@@ -158,12 +171,16 @@ def make_buffer(
         return state._replace(staging=stage, ring=ring_state, priorities=priorities, l3=l3)
 
     def sample(state: ReplayState, key: PRNGKey) -> Batch:
+        if k_demo:
+            key, key_demo = jax.random.split(key)
         if per is not None:
             index, w = per.draw(state.priorities, key, state.updates)
             batch = ring.gather(state.ring, index)
             batch = batch._replace(weight=w * batch.weight)  # w = 0 while the total is 0
         else:
             batch = ring.sample_uniform(state.ring, key, config.batch_size)
+        if k_demo:
+            return demo.mix(state.demo, batch, key_demo, k_demo)
         if tier is None:
             return batch
         return tier.mix(state.l3, batch, per.l3_weights if per is not None else None)
@@ -187,6 +204,7 @@ def make_buffer(
         max_priority=0,
         updates=None,
         l3=L3_SEED_AXES if tier is not None else None,
+        demo=None,
     )
 
     restart = functools.partial(_restart_envs, n_step=n)

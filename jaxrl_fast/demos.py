@@ -1,0 +1,198 @@
+"""Demonstrations for learning from them (DQfD, `DemoConfig`): env steps played by a scripted
+controller or by a trained agent, kept in an `.npz`, turned into replay rows.
+
+    from jaxrl_fast import demos
+    demos.record(result, "breakout.npz", steps=20_000)        # a trained agent's episodes
+    config = config.replace(demo={"source": "breakout.npz", "share": 0.25})
+
+An `.npz` holds the raw steps in the loop's layout (`obs, action, reward, terminated, truncated,
+reset`, each `[T, E, ...]`, next-step auto-reset: `envs/base.py`) and what they were recorded
+on (`env`, `discretise`, `observe`, `num_actions`), so the rows are rebuilt for the run's own
+`n_step` and `gamma` (`replay.demo.demo_rows`), and a file from another env is refused.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.envs import make_env
+from jaxrl_fast.envs.scripted import scripted_policy
+from jaxrl_fast.replay.demo import DemoRows, demo_rows
+from jaxrl_fast.types import Array, Transition
+
+FORMAT = 1
+_STEP_KEYS = Transition._fields[:6]
+
+
+def _env(config: TrainConfig):
+    if config.env.is_envpool:
+        raise ValueError(
+            f"demonstrations are for gymnax envs; {config.env.name!r} is an envpool env "
+            "(DemoConfig.source must stay '')."
+        )
+    e = config.env
+    return make_env(e.name, e.num_envs, discretise=e.discretise, observe=e.observe)
+
+
+def play(config: TrainConfig, policy: Callable[[Array, Array], Array], steps: int, seed: int):
+    """`ceil(steps / num_envs)` steps of `config.env`'s `num_envs` envs under
+    `policy(key, obs [E, ...]) -> actions [E]`, as a numpy `Transition` `[T, E, ...]`."""
+    env = _env(config)
+    num = math.ceil(steps / env.spec.num_envs)
+
+    @jax.jit
+    def run(key):
+        key_reset, key_steps = jax.random.split(key)
+        state, obs = env.reset(key_reset)
+
+        def one(carry, key):
+            state, obs = carry
+            key_act, key_env = jax.random.split(key)
+            action = policy(key_act, obs).astype(jnp.int32)
+            state, next_obs, reward, _, info = env.step(key_env, state, action)
+            step = Transition(
+                obs, action, reward, info["terminated"], info["truncated"], info["reset"]
+            )
+            return (state, next_obs), step
+
+        _, out = jax.lax.scan(one, (state, obs), jax.random.split(key_steps, num))
+        return out
+
+    return Transition(*(np.asarray(x) for x in run(jax.random.key(seed))[:6]))
+
+
+def scripted_steps(config: TrainConfig, steps: int | None = None) -> Transition:
+    """`config.demo.steps` (or `steps`) env steps of the env's scripted controller
+    (`envs.scripted.scripted_policy`)."""
+    policy = scripted_policy(config.env.name, config.env.discretise)
+    return play(
+        config,
+        lambda key, obs: jax.vmap(policy)(obs),
+        config.demo.steps if steps is None else steps,
+        config.seed + 2,
+    )
+
+
+def _meta(config: TrainConfig, num_actions: int) -> dict:
+    return {
+        "format": np.int64(FORMAT),
+        "env": np.str_(config.env.name.removeprefix("gymnax:")),
+        "discretise": np.int64(config.env.discretise or 0),
+        "observe": np.asarray(config.env.observe, np.int64),
+        "num_actions": np.int64(num_actions),
+    }
+
+
+def save(path: str | os.PathLike, steps: Transition, config: TrainConfig) -> None:
+    """Write recorded `steps` of `config.env` to `path` (`.npz`), atomically: a crash leaves
+    the old file or none, never half of one."""
+    path = os.fspath(path)
+    meta = _meta(config, _env(config).spec.num_actions)
+    arrays = {k: np.asarray(getattr(steps, k)) for k in _STEP_KEYS}
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez_compressed(f, **arrays, **meta)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def record(
+    result,
+    path: str | os.PathLike,
+    *,
+    steps: int = 10_000,
+    seed_index: int = 0,
+    epsilon: float = 0.0,
+) -> Transition:
+    """Play `steps` env steps of a trained agent (`train`'s `TrainResult`, seed `seed_index`)
+    epsilon-greedily on its run's env and save them to `path` for `DemoConfig.source`.
+
+    Raises:
+      ValueError: a recurrent agent, an envpool env, or a seed index out of range.
+    """
+    from jaxrl_fast.networks import QNetwork
+
+    config = result.config
+    if config.network.lstm:
+        raise ValueError("record: a recurrent agent's demonstrations are not supported.")
+    if not 0 <= seed_index < config.num_seeds:
+        raise ValueError(
+            f"record: seed_index={seed_index} is not allowed; expected 0 .. {config.num_seeds - 1}."
+        )
+    env = _env(config)
+    net = QNetwork.from_config(config.network, env.spec)
+    params = jax.tree.map(lambda x: x[seed_index], result.runner.seeds.agent.params)
+
+    def policy(key, obs):
+        greedy = jnp.argmax(net.apply(params, obs), axis=-1)
+        key_explore, key_random = jax.random.split(key)
+        explore = jax.random.uniform(key_explore, greedy.shape) < epsilon
+        random = jax.random.randint(key_random, greedy.shape, 0, env.spec.num_actions)
+        return jnp.where(explore, random, greedy)
+
+    out = play(config, policy, steps, config.seed + 3)
+    save(path, out, config)
+    return out
+
+
+def load(path: str | os.PathLike, config: TrainConfig) -> Transition:
+    """The recorded steps in `path`, checked against `config.env`.
+
+    Raises:
+      ValueError: a missing or unreadable file, or one recorded on another env, observation
+        or action grid (the message names the field and both values).
+    """
+    where = f"DemoConfig.source={os.fspath(path)!r}"
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            data = {k: f[k] for k in f.files}
+    except FileNotFoundError:
+        raise ValueError(f"{where}: no such file; record one with jaxrl_fast.demos.record.")
+    except Exception as err:  # a truncated or corrupt archive
+        raise ValueError(f"{where} cannot be read as an .npz of steps: {err}") from err
+    missing = [k for k in (*_STEP_KEYS, *_meta(config, 0)) if k not in data]
+    if missing:
+        raise ValueError(f"{where} is not a demonstrations file; it lacks {missing}.")
+    env = _env(config)
+    want = _meta(config, env.spec.num_actions)
+    for key in ("env", "discretise", "observe", "num_actions"):
+        if not np.array_equal(data[key], want[key]):
+            raise ValueError(
+                f"{where} was recorded with {key}={data[key].tolist()!r}; this run has "
+                f"{key}={want[key].tolist()!r}."
+            )
+    steps = Transition(*(data[k] for k in _STEP_KEYS))
+    shape = (*steps.reward.shape[:2], *env.spec.obs_shape)
+    if steps.obs.shape != shape or steps.obs.dtype != np.dtype(env.spec.obs_dtype):
+        raise ValueError(
+            f"{where}: observations {steps.obs.shape} {steps.obs.dtype}; expected [T, E] + "
+            f"{env.spec.obs_shape} {np.dtype(env.spec.obs_dtype)}."
+        )
+    if steps.action.min() < 0 or steps.action.max() >= env.spec.num_actions:
+        raise ValueError(f"{where}: actions outside 0 .. {env.spec.num_actions - 1}.")
+    return steps
+
+
+def load_demos(config: TrainConfig) -> DemoRows | None:
+    """The run's demonstration rows (`DemoConfig.source`: scripted or an `.npz`), for its
+    `n_step` and `gamma`; None when `source` is ""."""
+    source = config.demo.source
+    if not source:
+        return None
+    steps = scripted_steps(config) if source == "scripted" else load(source, config)
+    return demo_rows(steps, gamma=config.dqn.gamma, n_step=config.replay.n_step)
