@@ -162,7 +162,9 @@ def load(path: str | os.PathLike, config: TrainConfig) -> Transition:
         with np.load(path, allow_pickle=False) as f:
             data = {k: f[k] for k in f.files}
     except FileNotFoundError:
-        raise ValueError(f"{where}: no such file; record one with jaxrl_fast.demos.record.")
+        raise ValueError(
+            f"{where}: no such file; record one with jaxrl_fast.demos.record."
+        ) from None
     except Exception as err:  # a truncated or corrupt archive
         raise ValueError(f"{where} cannot be read as an .npz of steps: {err}") from err
     missing = [k for k in (*_STEP_KEYS, *_meta(config, 0)) if k not in data]

@@ -37,8 +37,9 @@ class DemoRows(NamedTuple):
 def demo_rows(steps: Transition, *, gamma: float, n_step: int) -> DemoRows:
     """The n-step rows of recorded steps `[T, E, ...]` (numpy or device arrays), as numpy.
 
-    Every step that is a transition and whose bootstrap step was recorded becomes a row; reset
-    steps and the last `n_step` steps of each env do not.
+    Every step that is a transition becomes a row once its bootstrap observation is in the
+    ring: staging commits step `t` at slot `t + n_step - 1`, so the last `2 n_step - 1` or so
+    steps of each env (whose window or bootstrap was not complete) and reset steps do not.
 
     Raises:
       ValueError: fewer than `n_step + 1` steps, or none of them a transition.
@@ -64,12 +65,12 @@ def demo_rows(steps: Transition, *, gamma: float, n_step: int) -> DemoRows:
         start = (staging.init(n_step, example), ring.init())
         (_, state), _ = jax.lax.scan(add, start, steps)
         flat = jnp.arange(num_steps * num_envs)
-        return state, ring.sampleable_slots(state), ring.gather(state, flat)
+        return state.offset.reshape(-1), ring.gather(state, flat)
 
-    state, sampleable, rows = fill(steps)
-    # slot t holds step t (no wrap-around); the newest n_step slots have no bootstrap yet
+    offset, rows = fill(steps)
+    # no wrap-around: a row's bootstrap slot (slot + offset) must have been written
     slot = np.arange(num_steps * num_envs) // num_envs
-    keep = (np.asarray(rows.weight) > 0) & (slot < int(sampleable))
+    keep = (np.asarray(rows.weight) > 0) & (slot + np.asarray(offset) <= num_steps - 1)
     if not keep.any():
         raise ValueError("demonstrations: none of the recorded steps is a transition.")
     return DemoRows(
