@@ -21,7 +21,9 @@ solves it.
 Then CartPole with 4 pole lengths x 2 seeds as one program (`EnvConfig.variants`) against one
 program per pole length. Then a smaller agent (issue 17, part 3): the `cartpole` preset's agents
 pruned by 30% and distilled into a 3.7x smaller MLP (`jaxrl_fast.compress`). Then recurrent Q
-(issue 17, part 1): `memorychain-lstm` and `cartpole-hidden-lstm` against MLPs.
+(issue 17, part 1): `memorychain-lstm` and `cartpole-hidden-lstm` against MLPs. Then learning
+from demonstrations (issue 17, part 2): early learning with and without them, scripted on
+CartPole and the discretised arm, a trained agent's recorded episodes on MinAtar-Breakout.
 
 `--only SECTION` (repeatable) redoes those sections and keeps the others from the JSON.
 
@@ -392,7 +394,91 @@ def run_recurrent(seeds: int, quick: bool) -> list[dict]:
     return out
 
 
-SECTIONS = ("discretised", "shaping", "curriculum", "variants", "compress", "recurrent")
+# Early learning with and without demonstrations: (preset, env steps, evaluate every).
+DEMO_RUNS = (("cartpole", 51_000, 5_000), ("reacher-81", 101_000, 10_000))
+# MinAtar from a recorded run: the teacher's preset budget, the steps recorded, the students'.
+DEMO_MINATAR = ("minatar-breakout", 20_000, 61_000, 10_000)
+
+
+def _evals(history: list[dict]) -> tuple[list[int], list[list[float]]]:
+    """The env steps of each evaluation during training and its per-seed greedy returns."""
+    rows = [h for h in history if h.get("eval_return") is not None]
+    return [h["env_steps"] for h in rows], [list(h["eval_return"]) for h in rows]
+
+
+def _demo_arms(cfg, demo: dict) -> dict:
+    """`cfg` trained without and with `demo` (a `DemoConfig` change), with its evaluations."""
+    out = {}
+    for label, change in (("without", {"source": ""}), ("with", demo)):
+        t = time.perf_counter()
+        result = train(cfg.replace(demo=change), progress=False)
+        steps, returns = _evals(result.history)
+        out[label] = {
+            "eval_steps": steps,
+            "eval_return": returns,
+            "final_return": [float(x) for x in np.asarray(result.final_return)],
+            "wall_time_s": time.perf_counter() - t,
+        }
+        means = [round(statistics.fmean(r), 1) for r in returns]
+        print(f"{cfg.env.name} {label} demonstrations: {means}", flush=True)
+    return out
+
+
+def run_demos(seeds: int, quick: bool) -> dict:
+    """Early learning with and without demonstrations: scripted ones on CartPole and the
+    discretised arm, and, on MinAtar-Breakout, a trained agent's recorded episodes."""
+    import tempfile
+
+    from jaxrl_fast import demos
+
+    runs = []
+    for name, steps, every in DEMO_RUNS:
+        cfg = presets.get(name).replace(num_seeds=seeds, total_env_steps=steps, eval_every=every)
+        if quick:
+            cfg = quick_config(cfg).replace(eval_every=None)
+        demo = {"source": "scripted", "steps": 10_000, "share": 0.25}
+        runs.append({"preset": name, "env": cfg.env.name, "demo": demo, **_demo_arms(cfg, demo)})
+    name, recorded, steps, every = DEMO_MINATAR
+    teacher_cfg = presets.get(name).replace(num_seeds=2)
+    if quick:
+        teacher_cfg = quick_config(teacher_cfg)
+    t = time.perf_counter()
+    teacher = train(teacher_cfg, progress=False)
+    best = int(np.argmax(np.asarray(teacher.final_return)))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "teacher.npz")
+        played = demos.record(teacher, path, steps=recorded, seed_index=best, epsilon=0.01)
+        ends = played.terminated | played.truncated
+        recorded_return = float(played.reward.sum() / max(ends.sum(), 1))
+        teacher_row = {
+            "preset": name,
+            "env_steps": teacher_cfg.total_env_steps,
+            "final_return": [float(x) for x in np.asarray(teacher.final_return)],
+            "seed_recorded": best,
+            "steps_recorded": int(played.reward.size),
+            "recorded_return_per_episode": recorded_return,
+            "wall_time_s": time.perf_counter() - t,
+        }
+        print(f"{name} teacher: {teacher_row['final_return']}, recorded {recorded_return:.1f}")
+        cfg = presets.get(name).replace(num_seeds=seeds, total_env_steps=steps, eval_every=every)
+        if quick:
+            cfg = quick_config(cfg).replace(eval_every=None)
+        demo = {"source": path, "share": 0.25}
+        minatar = {"preset": name, "env": cfg.env.name, "teacher": teacher_row}
+        minatar.update(_demo_arms(cfg, demo))
+    minatar["demo"] = {"source": "recorded .npz", "share": 0.25}
+    return {"runs": runs + [minatar]}
+
+
+SECTIONS = (
+    "discretised",
+    "shaping",
+    "curriculum",
+    "variants",
+    "compress",
+    "recurrent",
+    "demos",
+)
 
 
 def main() -> None:
@@ -416,6 +502,7 @@ def main() -> None:
         "variants": lambda: run_variants(2, args.quick),
         "compress": lambda: run_compress(args.seeds, args.quick),
         "recurrent": lambda: run_recurrent(args.seeds, args.quick),
+        "demos": lambda: run_demos(args.seeds, args.quick),
     }
     for section in args.only or SECTIONS:
         result[section] = runs[section]()
@@ -473,7 +560,60 @@ def render(res: dict) -> str:
     lines += _render_variants(res.get("variants"))
     lines += _render_compress(res.get("compress"))
     lines += _render_recurrent(res.get("recurrent"), res["seeds"])
+    lines += _render_demos(res.get("demos"), res["seeds"])
     return "\n".join(lines) + "\n"
+
+
+def _render_demos(d: dict | None, seeds: int) -> list[str]:
+    if not d:
+        return []
+    lines = [
+        "",
+        "## Learning from demonstrations",
+        "",
+        f"Each preset ({seeds} seeds, one program per arm) trained for a short budget without "
+        "and with demonstrations (DQfD: a share of every batch from the demonstrations, a "
+        "large-margin loss on them, its weight decaying to 0 over the first half of the "
+        "updates). Cells: the greedy return during training (mean over seeds, 10 episodes "
+        "each) at each evaluation; `mean` is their mean (the area under the early curve). "
+        "`python benchmarks/applications.py --only demos` re-runs it.",
+        "",
+    ]
+    for r in d["runs"]:
+        source = r["demo"]["source"]
+        lines.append(
+            f"**`{r['preset']}`** ({r['env']}; demonstrations: {source}, "
+            f"{r['demo']['share']:.0%} of each batch)"
+        )
+        if "teacher" in r:
+            t = r["teacher"]
+            finals = ", ".join(f"{x:.1f}" for x in t["final_return"])
+            lines.append(
+                f"; the recorded teacher: the `{t['preset']}` preset ({t['env_steps']:,} env "
+                f"steps, final greedy {finals}), seed {t['seed_recorded']} played "
+                f"{t['steps_recorded']:,} steps (epsilon 0.01, {t['recorded_return_per_episode']:.1f} "
+                "per episode)"
+            )
+        steps = r["without"]["eval_steps"]
+        lines += [
+            "",
+            "| demonstrations | "
+            + " | ".join(f"{s // 1000}k" for s in steps)
+            + " | mean | final per seed | wall (s) |",
+            "|---|" + "---:|" * len(steps) + "---:|---|---:|",
+        ]
+        for label in ("without", "with"):
+            arm = r[label]
+            means = [statistics.fmean(x) for x in arm["eval_return"]]
+            finals = ", ".join(f"{x:.1f}" for x in arm["final_return"])
+            lines.append(
+                f"| {label} | "
+                + " | ".join(f"{m:.1f}" for m in means)
+                + f" | {statistics.fmean(means) if means else float('nan'):.1f} | {finals} | "
+                f"{arm['wall_time_s']:.1f} |"
+            )
+        lines.append("")
+    return lines
 
 
 def _render_recurrent(rows: list | None, seeds: int) -> list[str]:

@@ -54,8 +54,8 @@ def test_ring_and_host_store_hold_exactly_the_stored_fields(frame_stack):
 
 def test_read_rows_are_batch_rows_without_the_index():
     fields = layout.read_fields((3,), np.uint8)
-    assert tuple(fields) == L3Rows._fields == Batch._fields[:-1]
-    assert Batch._fields[-1] == "index"
+    assert tuple(fields) == L3Rows._fields == Batch._fields[:-2]
+    assert Batch._fields[-2:] == ("index", "demo")  # demo: None unless demonstrations mix in
     store = HostStore("host", num_seeds=2, slots=4, num_envs=1, obs_shape=(3,), obs_dtype=np.uint8)
     rows = store.read_uniform(0, 0, 0, shape=(5, 6))  # nothing stored: all weight 0
     for (shape, dtype), got in zip(fields.values(), rows, strict=True):
