@@ -23,6 +23,7 @@ are returned in fp32. `precision` is passed to every matmul and convolution.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Sequence
 
 import flax.linen as nn
@@ -35,6 +36,34 @@ from jaxrl_fast.types import Array
 
 _hidden_init = nn.initializers.he_normal()
 _head_init = nn.initializers.normal(stddev=0.01)
+# Newton-Schulz steps of `orthogonal_init`: a singular value s < 1 grows by about 1.5x per step
+# until it nears 1, then converges quadratically; 60 steps take the smallest singular value of
+# a normalised Gaussian matrix (about n^-1.5, rarely 100x less) to 1 within float32 rounding.
+_ORTHOGONAL_STEPS = 60
+
+
+def orthogonal_init(key, shape, dtype=jnp.float32):
+    """A random orthogonal matrix `[rows, cols]` (orthonormal rows or columns), without LAPACK.
+
+    `nn.initializers.orthogonal` takes a QR decomposition, which jaxlib's CPU backend runs as a
+    LAPACK call that splits a batch (the vmapped seeds' inits) over the intra-op thread pool and
+    waits for it from a pool thread: with several CPU devices initialising at once that wait
+    never ended (a hung process). Here the Newton-Schulz iteration `X <- 1.5 X - 0.5 X X^T X`
+    takes a Gaussian matrix, scaled to singular values in (0, 1], to its polar factor: the
+    orthogonal matrix nearest to it (Haar-distributed, as the QR one): matmuls only.
+    """
+    rows, cols = shape[0], int(math.prod(shape[1:]))
+    n = max(rows, cols)
+    x = jax.random.normal(key, (n, n), jnp.float32)
+    x = x / jnp.linalg.norm(x)  # Frobenius norm >= the largest singular value
+
+    def step(x, _):
+        return 1.5 * x - 0.5 * (x @ x.T) @ x, None
+
+    x, _ = jax.lax.scan(step, x, None, length=_ORTHOGONAL_STEPS)
+    return x[:rows, :cols].reshape(shape).astype(dtype)
+
+
 _DIMS = ("NHWC", "HWIO", "NHWC")
 # (channels, kernel, stride) of the Nature-DQN torso (Mnih et al. 2015).
 _NATURE_TORSO = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
@@ -269,7 +298,11 @@ class QNetwork(nn.Module):
             x = nn.relu(dense(h)(x))
         if self.lstm:
             cell = nn.OptimizedLSTMCell(
-                self.lstm, dtype=self.dtype, param_dtype=self.param_dtype, name="lstm"
+                self.lstm,
+                recurrent_kernel_init=orthogonal_init,
+                dtype=self.dtype,
+                param_dtype=self.param_dtype,
+                name="lstm",
             )
             state = (carry[:, 0].astype(self.dtype), carry[:, 1].astype(self.dtype))
             (c, h), x = cell(state, x)

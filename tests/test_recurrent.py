@@ -35,6 +35,35 @@ def test_recurrent_network_carries_its_state():
         QNetwork(3, (8,)).init(jax.random.key(0), obs, carry)
 
 
+def _primitives(jaxpr) -> set[str]:
+    from jax.extend.core import jaxprs_in_params
+
+    out = set()
+    for eqn in jaxpr.eqns:
+        out.add(eqn.primitive.name)
+        for sub in jaxprs_in_params(eqn.params):
+            out |= _primitives(sub)
+    return out
+
+
+def test_the_lstm_init_is_orthogonal_without_a_qr_decomposition():
+    """A vmapped QR (flax's orthogonal init) hung processes with 2 CPU devices (networks.py):
+    the recurrent kernel is orthogonal, from matmuls only."""
+    from jaxrl_fast.networks import orthogonal_init
+
+    for n, key in ((8, 0), (64, 1), (256, 2)):
+        w = orthogonal_init(jax.random.key(key), (n, n))
+        np.testing.assert_allclose(w @ w.T, np.eye(n), atol=1e-5)
+    tall = orthogonal_init(jax.random.key(3), (16, 4))
+    np.testing.assert_allclose(tall.T @ tall, np.eye(4), atol=1e-5)
+    net = QNetwork(2, (8,), lstm=16)
+    keys = jax.random.split(jax.random.key(0), 2)
+    init = jax.vmap(lambda k: net.init(k, jnp.zeros((3, 4)), net.initial_carry(3)))
+    assert "qr" not in _primitives(jax.make_jaxpr(init)(keys).jaxpr)
+    kernel = init(keys)["params"]["lstm"]["hf"]["kernel"][0]
+    np.testing.assert_allclose(kernel @ kernel.T, np.eye(16), atol=1e-5)
+
+
 def test_agent_policy_and_refusals():
     net = QNetwork(2, (8,), lstm=4)
     with pytest.raises(ValueError, match="sequence="):
