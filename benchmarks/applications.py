@@ -371,11 +371,18 @@ def run_recurrent(seeds: int, quick: bool) -> list[dict]:
         arms = {"lstm": cfg, "mlp": _feed_forward(cfg)}
         if cfg.env.observe:
             arms["mlp, whole observation"] = _feed_forward(cfg).replace(env={"observe": ()})
+            # the feed-forward preset's own settings (tuned for an MLP), same budget
+            own = presets.get("cartpole").replace(
+                env={"observe": cfg.env.observe},
+                num_seeds=seeds,
+                total_env_steps=cfg.total_env_steps,
+            )
+            arms["mlp, cartpole preset settings"] = quick_config(own) if quick else own
         row = {
             "preset": name,
             "env": cfg.env.name,
             "observe": list(cfg.env.observe),
-            "lstm": cfg.network.lstm,
+            "lstm_width": cfg.network.lstm,
             "sequence_length": cfg.replay.sequence_length,
             "burn_in": cfg.replay.burn_in,
             "env_steps_per_seed": cfg.total_env_steps,
@@ -397,7 +404,7 @@ def run_recurrent(seeds: int, quick: bool) -> list[dict]:
 # Early learning with and without demonstrations: (preset, env steps, evaluate every).
 DEMO_RUNS = (("cartpole", 51_000, 5_000), ("reacher-81", 101_000, 10_000))
 # MinAtar from a recorded run: the teacher's preset budget, the steps recorded, the students'.
-DEMO_MINATAR = ("minatar-breakout", 20_000, 61_000, 10_000)
+DEMO_MINATAR = ("minatar-breakout", 20_000, 74_000, 8_000)
 
 
 def _evals(history: list[dict]) -> tuple[list[int], list[list[float]]]:
@@ -581,19 +588,20 @@ def _render_demos(d: dict | None, seeds: int) -> list[str]:
     ]
     for r in d["runs"]:
         source = r["demo"]["source"]
-        lines.append(
+        head = (
             f"**`{r['preset']}`** ({r['env']}; demonstrations: {source}, "
             f"{r['demo']['share']:.0%} of each batch)"
         )
         if "teacher" in r:
             t = r["teacher"]
             finals = ", ".join(f"{x:.1f}" for x in t["final_return"])
-            lines.append(
-                f"; the recorded teacher: the `{t['preset']}` preset ({t['env_steps']:,} env "
-                f"steps, final greedy {finals}), seed {t['seed_recorded']} played "
-                f"{t['steps_recorded']:,} steps (epsilon 0.01, {t['recorded_return_per_episode']:.1f} "
-                "per episode)"
+            head += (
+                f". The recorded teacher: the `{t['preset']}` preset ({t['env_steps']:,} env "
+                f"steps, final greedy {finals}); seed {t['seed_recorded']} played "
+                f"{t['steps_recorded']:,} steps (epsilon 0.01, about "
+                f"{t['recorded_return_per_episode']:.1f} per episode)."
             )
+        lines.append(head)
         steps = r["without"]["eval_steps"]
         lines += [
             "",
@@ -625,7 +633,8 @@ def _render_recurrent(rows: list | None, seeds: int) -> list[str]:
         "",
         f"Each recurrent preset ({seeds} seeds, one program) against the same run with an MLP on "
         "transitions (the LSTM removed, each batch the same number of trained positions), and, "
-        "where the preset hides part of the observation, the MLP that sees all of it. Final "
+        "where the preset hides part of the observation, the MLP that sees all of it and the "
+        "`cartpole` preset's MLP (its own settings, the same budget) on the hidden task. Final "
         "greedy return per seed; wall time includes compile. "
         "`python benchmarks/applications.py --only recurrent` re-runs it.",
         "",
@@ -635,16 +644,17 @@ def _render_recurrent(rows: list | None, seeds: int) -> list[str]:
     ]
     for r in rows:
         seen = f"entries {r['observe']}" if r["observe"] else "all"
-        for label in ("lstm", "mlp", "mlp, whole observation"):
+        for label in ("lstm", "mlp", "mlp, whole observation", "mlp, cartpole preset settings"):
             if label not in r:
                 continue
             arm = r[label]
             what = (
-                f"LSTM {r['lstm']}, sequences {r['burn_in']} + {r['sequence_length']}"
+                f"LSTM {r['lstm_width']}, sequences {r['burn_in']} + {r['sequence_length']}"
                 if label == "lstm"
                 else label.replace("mlp", "MLP")
             )
             env = f"{r['env']} ({'all' if label.endswith('observation') else seen})"
+            what = what.replace("MLP, cartpole preset settings", "MLP, the `cartpole` preset")
             finals = ", ".join(f"{x:.2f}" for x in arm["final_return"])
             lines.append(
                 f"| `{r['preset']}` | {env} | {what} | {r['env_steps_per_seed']:,} | {finals} | "
