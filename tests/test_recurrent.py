@@ -13,8 +13,9 @@ import pytest
 from conftest import tiny_config
 
 from jaxrl_fast.config import DQNConfig, EnvConfig, NetworkConfig, ReplayConfig, TrainConfig
-from jaxrl_fast.dqn import _make_sequence_loss, make_agent
+from jaxrl_fast.dqn import make_agent
 from jaxrl_fast.networks import QNetwork
+from jaxrl_fast.sequence_loss import make_sequence_loss
 from jaxrl_fast.types import SequenceBatch
 
 # ------------------------------------------------------------------------------ network, agent
@@ -140,7 +141,7 @@ def test_sequence_loss_equals_a_step_by_step_reference(double_q):
     params = net.init(jax.random.key(0), batch.obs[:, 0], batch.carry)
     target = net.init(jax.random.key(1), batch.obs[:, 0], batch.carry)
     config = DQNConfig(gamma=gamma, loss="mse", double_q=double_q)
-    loss_fn = jax.jit(_make_sequence_loss(config, net, burn_in, length, n))
+    loss_fn = jax.jit(make_sequence_loss(config, net, burn_in, length, n))
     loss, (priority, _) = loss_fn(params, target, batch)
     want, count = _reference_loss(net, params, target, batch, burn_in, length, n, gamma, double_q)
     assert count > 40

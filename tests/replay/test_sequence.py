@@ -1,6 +1,6 @@
 """Sequence replay for recurrent agents (`replay/sequence.py`) and the n-step targets the
-recurrent loss computes over a sequence (`dqn.sequence_targets`), checked against L1 staging's
-plain-Python reference."""
+recurrent loss computes over a sequence (`sequence_loss.sequence_targets`), checked against L1
+staging's plain-Python reference."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from test_staging import _reference, _sequence
 
 from jaxrl_fast.config import ReplayConfig
-from jaxrl_fast.dqn import sequence_targets
 from jaxrl_fast.replay import make_buffer
+from jaxrl_fast.sequence_loss import sequence_targets
 from jaxrl_fast.types import Transition
 
 # ------------------------------------------------------------------------------ targets
