@@ -186,3 +186,20 @@ def test_the_loop_learns_the_demonstrators_actions():
     # measured: 0.80 and 0.83 with demonstrations, 0.50 and 0.50 (one action) without
     assert min(with_demos) >= 0.75, with_demos
     assert max(without) <= 0.6, without
+
+
+def test_recorded_demonstrations_with_prioritised_replay(probe_run, tmp_path):
+    """Prioritised replay with demonstration rows (index -1, not L2 rows): finite priorities,
+    and the run learns probe-chain."""
+    from jaxrl_fast.train import train
+
+    path = tmp_path / "probe.npz"
+    demos.record(probe_run, path, steps=200)
+    cfg = tiny_config(
+        replay=ReplayConfig(capacity=400, batch_size=16, prioritised=True),
+        demo={"source": str(path), "share": 0.25},
+    )
+    result = train(cfg, progress=False)
+    assert result.final_return.tolist() == [1.0, 1.0]
+    priorities = np.asarray(result.runner.seeds.replay.priorities)
+    assert np.isfinite(priorities).all()
