@@ -260,6 +260,12 @@ class EnvConfig:
             and len(set(self.observe)) == len(self.observe),
             "() (the whole observation) or a tuple of distinct observation indices, e.g. (0, 2)",
         )
+        if self.observe and (self.reward_shaping or "").startswith("potential:"):
+            raise ValueError(
+                f"EnvConfig.reward_shaping={self.reward_shaping!r} reads the env's whole "
+                f"observation, but observe={self.observe} keeps only some of it; use observe=() "
+                "or a shaping of your own (envs.shaping.register)."
+            )
         if self.observe and self.is_envpool:
             raise ValueError(
                 f"EnvConfig.observe={self.observe} is for gymnax vector observations; "

@@ -183,6 +183,8 @@ def test_config_refusals():
         EnvConfig(observe=(0, 0))
     with pytest.raises(ValueError, match="envpool env"):
         EnvConfig(name="envpool:Pong-v5", observe=(0,))
+    with pytest.raises(ValueError, match="reads the env's whole observation"):
+        EnvConfig(observe=(0, 2), reward_shaping="potential:cartpole-upright")
 
 
 def test_baseline_refuses_a_recurrent_agent():
