@@ -149,6 +149,34 @@ def _make_loss(config: DQNConfig, net: nn.Module, margin: float | None = None):
     return loss_fn
 
 
+def epsilon_greedy(key: PRNGKey, q: Array, epsilon: Array, num_actions: int) -> Array:
+    """Epsilon-greedy actions from Q-values `[..., A]`: int32 `[...]`."""
+    greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
+    # One draw for both choices (each random-number call is a loop XLA compiles apart).
+    bits = jax.random.bits(key, (2, *greedy.shape), jnp.uint32)
+    explore = (bits[0] >> 8).astype(jnp.float32) * 2.0**-24 < epsilon  # uniform on [0, 1)
+    random = (bits[1] % num_actions).astype(jnp.int32)  # bias <= num_actions / 2**32
+    return jnp.where(explore, random, greedy)
+
+
+def _loss_for(config: DQNConfig, net: nn.Module, sequence, demo):
+    """The loss of `net`: over sequences (a recurrent net), else over transitions (with the
+    large-margin term when there are demonstrations)."""
+    if sequence is not None:
+        return _make_sequence_loss(config, net, *sequence)
+    return _make_loss(config, net, demo[0] if demo is not None else None)
+
+
+def _margin_weight(demo, agent: AgentState) -> tuple:
+    """The large-margin loss's weight at this update, as an extra loss argument (`()`
+    without demonstrations): `weight`, decaying linearly to 0 over `decay_updates`."""
+    if demo is None:
+        return ()
+    _, weight, decay_updates = demo
+    left = 1.0 - agent.grad_steps.astype(jnp.float32) / max(decay_updates, 1)
+    return (weight * jnp.clip(left, 0.0, 1.0),)
+
+
 def make_agent(
     config: DQNConfig,
     network: nn.Module,
@@ -229,14 +257,6 @@ def make_agent(
             loss_scale=loss_scale.init(),
         )
 
-    def _epsilon_greedy(key: PRNGKey, q: Array, epsilon: Array) -> Array:
-        greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
-        # One draw for both choices (each random-number call is a loop XLA compiles apart).
-        bits = jax.random.bits(key, (2, *greedy.shape), jnp.uint32)
-        explore = (bits[0] >> 8).astype(jnp.float32) * 2.0**-24 < epsilon  # uniform on [0, 1)
-        random = (bits[1] % num_actions).astype(jnp.int32)  # bias <= num_actions / 2**32
-        return jnp.where(explore, random, greedy)
-
     def act(agent: AgentState, key: PRNGKey, obs: Array, epsilon: Array, fp32=None) -> Array:
         """Epsilon-greedy actions `[E]` int32 for observations `[E, *obs]` (feed-forward)."""
         if recurrent:
@@ -244,36 +264,20 @@ def make_agent(
                 "Agent.act is the feed-forward policy; a recurrent agent acts with "
                 "Agent.step(agent, key, obs, carry, epsilon) -> (actions, carry)."
             )
-        return _epsilon_greedy(key, q_values(agent.params, obs, _use_fp32(agent, fp32)), epsilon)
+        q = q_values(agent.params, obs, _use_fp32(agent, fp32))
+        return epsilon_greedy(key, q, epsilon, num_actions)
 
     def policy(agent: AgentState, key: PRNGKey, obs: Array, carry: Any, epsilon: Array, fp32=None):
         """Epsilon-greedy actions `[E]` and the next recurrent state (`()` stays `()`)."""
         out = _apply(agent.params, obs, carry, _use_fp32(agent, fp32))
         q, carry = out if recurrent else (out, carry)
-        return _epsilon_greedy(key, q, epsilon), carry
+        return epsilon_greedy(key, q, epsilon, num_actions), carry
 
-    if recurrent:
-        burn_in, length, n = sequence
-        loss_lowp = _make_sequence_loss(config, network, burn_in, length, n)
-        loss_fp32 = _make_sequence_loss(config, network_fp32, burn_in, length, n)
-    else:
-        margin = demo[0] if demo is not None else None
-        loss_lowp = _make_loss(config, network, margin)
-        loss_fp32 = _make_loss(config, network_fp32, margin)
-
-    def _margin_weight(agent: AgentState) -> tuple:
-        """The large-margin loss's weight at this update (as an extra loss argument)."""
-        if demo is None:
-            return ()
-        _, weight, decay_updates = demo
-        left = 1.0 - agent.grad_steps.astype(jnp.float32) / max(decay_updates, 1)
-        return (weight * jnp.clip(left, 0.0, 1.0),)
-
-    grads_lowp = mp.scaled_value_and_grad(loss_lowp, loss_scale)
-    grads_fp32 = jax.value_and_grad(loss_fp32, has_aux=True)
+    grads_lowp = mp.scaled_value_and_grad(_loss_for(config, network, sequence, demo), loss_scale)
+    grads_fp32 = jax.value_and_grad(_loss_for(config, network_fp32, sequence, demo), has_aux=True)
 
     def _grads(agent: AgentState, batch: Batch, fp32):
-        args = (agent.params, agent.target_params, batch, *_margin_weight(agent))
+        args = (agent.params, agent.target_params, batch, *_margin_weight(demo, agent))
         if not precision.fallback:
             return grads_lowp(agent.loss_scale, *args)
         return jax.lax.cond(
