@@ -39,6 +39,7 @@ from jaxrl_fast.envs import Env
 from jaxrl_fast.envs.host import HostEnv, make_host_env
 from jaxrl_fast.envs.shaping import make_shaping
 from jaxrl_fast.evaluate import make_evaluate
+from jaxrl_fast.hparams import hparams_of
 from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.precision import resolve_precision
 from jaxrl_fast.schedules import make_schedules
@@ -314,6 +315,12 @@ def train_unfused(
             "sequence replay) is not supported by the conventional baseline, which stores "
             "transitions; use lstm=0 and sequence_length=0, or the fused loop (train)."
         )
+    if config.schedule.gamma_schedule != "constant":
+        raise ValueError(
+            f"train_unfused: ScheduleConfig.gamma_schedule={config.schedule.gamma_schedule!r} "
+            "is not supported by the conventional baseline, whose host replay stores one "
+            "gamma; use gamma_schedule='constant' or the fused loop (train)."
+        )
     parts = _compile_parts(config, env)  # compiled once, before timing (as `train` does)
     compile_time = time.perf_counter() - t
 
@@ -402,6 +409,7 @@ def _compile_parts(config: TrainConfig, env: Env | None) -> _Parts:
         network,
         spec.num_actions,
         learning_rate=schedules.learning_rate,
+        hparams=hparams_of(config),
         precision=precision,
     )
     evaluate_one = make_evaluate(config, agent, num_seeds=1)

@@ -1,4 +1,4 @@
-"""Command line: `jaxrl-fast train | launch | plan | plot | xla-report | presets | envs`.
+"""Command line: `jaxrl-fast train | sweep | launch | plan | plot | xla-report | presets | envs`.
 
 Examples:
   jaxrl-fast train                                  # CartPole-v1, default preset, 1 seed
@@ -7,6 +7,7 @@ Examples:
   jaxrl-fast train --preset minatar-breakout --seeds 8 --run-dir runs/breakout --eval-every 50000
   jaxrl-fast train --resume runs/breakout             # continue it after a restart
   jaxrl-fast train --set dqn.learning_rate=1e-4 --dqn.gamma 0.98 --print-config
+  jaxrl-fast sweep --sweep dqn.learning_rate=1e-4,1e-3 --seeds-per-point 4 --out runs/lr
   jaxrl-fast plot runs/breakout runs/other --out curves.png
   jaxrl-fast train --parallel.data 2                  # 2 data replicas per seed (2 devices)
   jaxrl-fast launch --local 2 -- train --parallel.data 2 --out runs/dp   # 2 local processes
@@ -402,8 +403,14 @@ def make_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--json", action="store_true", help="print the plan as JSON")
     m.set_defaults(func=_plan)
-    from jaxrl_fast import plot, xla_report
+    from jaxrl_fast import cli_sweep, plot, xla_report
 
+    def _sweep_options(parser: argparse.ArgumentParser) -> None:
+        _add_run_args(parser)
+        _add_replay_args(parser)
+        _add_field_args(parser)
+
+    cli_sweep.add_parser(sub, _sweep_options)
     plot.add_parser(sub)
     xla_report.add_parser(sub)
     p = sub.add_parser("presets", help="list presets")

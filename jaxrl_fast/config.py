@@ -18,7 +18,9 @@ _SEED_LOOPS = ("auto", "vmap", "map")
 PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 _CONV_IMPLS = ("auto", "conv", "patches", "conv_patches_grad", "conv_canonical_grads")
 _MATMUL = ("default", "high", "highest")
-_LR_SCHEDULES = ("constant", "linear")
+_LR_SCHEDULES = ("constant", "linear", "cosine_restarts")
+EPSILON_SCHEDULES = ("linear", "factor")
+MAX_GAMMA_PHASES = 4
 # Fields a resumed run may change (`train(..., force_config=True)`, `--force-config`): they
 # change constants of the compiled program or the evaluation, never an array's shape, the
 # optimiser state's structure or the chunking of the run.
@@ -35,6 +37,11 @@ RESUME_OVERRIDABLE = (
     "schedule.epsilon_fraction",
     "schedule.lr_schedule",
     "schedule.lr_end_fraction",
+    "schedule.epsilon_schedule",
+    "schedule.epsilon_factor",
+    "schedule.epsilon_every",
+    "schedule.lr_period_fraction",
+    "schedule.gamma_schedule",
     "replay.alpha",
     "replay.beta",
     "replay.priority_eps",
@@ -62,6 +69,40 @@ def _is_num(x: Any) -> bool:
 
 
 _ADVANCE = ("progress", "return")
+
+
+def parse_gamma_schedule(text: object) -> list[tuple[float, float]] | None:
+    """The phases of a gamma schedule string as `[(gamma, until_fraction), ...]`, the last
+    phase's fraction `inf`; None if `text` is not a valid schedule ("constant" gives None too).
+
+      >>> parse_gamma_schedule("0.99:0.3,0.95:0.7,0.9")
+      [(0.99, 0.3), (0.95, 0.7), (0.9, inf)]
+      >>> parse_gamma_schedule("0.99:0.7,0.9:0.3") is None
+      True
+    """
+    if not isinstance(text, str) or text == "constant":
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not 1 <= len(parts) <= MAX_GAMMA_PHASES:
+        return None
+    phases = []
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            fields = part.split(":")
+            if len(fields) != (1 if last else 2):
+                return None
+            gamma = float(fields[0])
+            until = math.inf if last else float(fields[1])
+            phases.append((gamma, until))
+    except ValueError:
+        return None
+    untils = [u for _, u in phases[:-1]]
+    if not all(0.0 <= g <= 1.0 for g, _ in phases):
+        return None
+    if not all(0.0 < u < 1.0 for u in untils) or untils != sorted(set(untils)):
+        return None
+    return phases
 
 
 def parse_variants(spec: str) -> list[dict[str, float]]:
@@ -383,13 +424,22 @@ class ReplayConfig:
       sampler: PER sampler: "sum_tree" (O(B log N)), "cumsum" (O(N), cumsum + searchsorted)
         or "auto" (picks by capacity; see `replay.prioritised.AUTO_SUM_TREE_FROM`).
       priority: "power": `(|td| + priority_eps) ** alpha`; "sqrt": `sqrt(|td|) + 0.1` (the
-        seed article's formula; `alpha` is not used).
+        seed article's formula; `alpha` is not used). The article's spellings are accepted
+        too: "(|td| + eps)^alpha" is "power", "sqrt(td_error) + 0.1" is "sqrt" (spaces, `**`
+        for `^` and `td_error` / `|td_error|` for `|td|` as you like; `PRIORITY_FORMULAS`);
+        `priority_rule` gives the rule's name.
       alpha: priority exponent for "power".
       beta: initial importance-sampling exponent, annealed linearly to 1 over the run.
       priority_eps: added to `|td|` by "power" so no sampled row drops to zero priority.
       l3: third tier: "off", "host" (host RAM) or "disk" (memory-mapped files in `spill_dir`).
       l3_capacity: rows per seed held by L3 (its FIFO horizon).
-      l3_share: share of each batch drawn from L3 (rows already evicted from L2).
+      l3_share: share of each batch drawn from L3 (rows already evicted from L2); with
+        `l3_hit_rate`, the largest share (rows prefetched per batch).
+      l3_hit_rate: None (a fixed `l3_share`), or "dynamic allocation" (the seed article): the
+        L3 share of each batch follows the share of the stored rows that only L3 holds (as if
+        sampling uniformly over both tiers: 0 until L2 overflows, then growing as L3 fills),
+        capped so that the L2 hit rate (sampled rows served by L2) stays at least this, e.g.
+        0.85. Computed inside the compiled loop; the chunk log reports the hit rate.
       spill_dir: directory for "disk" L3 files; must exist and be writable.
       spill_block: bytes per spill call (all seeds): "4MB", "8MB", "16MB" (MiB: 2**20 bytes)
         or an int. The block is also bounded by L2: at most about half of it.
@@ -418,6 +468,7 @@ class ReplayConfig:
     l3: str = "off"
     l3_capacity: int = 0
     l3_share: float = 0.0
+    l3_hit_rate: float | None = None
     spill_dir: str | None = None
     spill_block: str | int = "4MB"
     keep_spill: bool = False
@@ -476,7 +527,12 @@ class ReplayConfig:
         )
         _require(self, "prioritised", isinstance(self.prioritised, bool), "True or False")
         _require(self, "sampler", self.sampler in _SAMPLERS, f"one of {_SAMPLERS}")
-        _require(self, "priority", self.priority in _PRIORITIES, f"one of {_PRIORITIES}")
+        _require(
+            self,
+            "priority",
+            priority_rule(self.priority) is not None,
+            f"one of {_PRIORITIES} or a formula {PRIORITY_FORMULAS}",
+        )
         _require(
             self, "alpha", _is_num(self.alpha) and 0.0 <= self.alpha <= 1.0, "a float in [0, 1]"
         )
@@ -496,6 +552,11 @@ class ReplayConfig:
             f"one of {tuple(SPILL_BLOCKS)} or a positive int of bytes",
         )
         if self.l3 == "off":
+            if self.l3_hit_rate is not None:
+                raise ValueError(
+                    f"ReplayConfig.l3_hit_rate={self.l3_hit_rate} needs an L3 tier; set "
+                    "l3='host' or 'disk', or l3_hit_rate=None."
+                )
             return
         _require(
             self,
@@ -509,6 +570,13 @@ class ReplayConfig:
             _is_num(self.l3_share) and 0.0 <= self.l3_share < 1.0,
             'a float in [0, 1) when l3 is "host" or "disk"',
         )
+        _require(
+            self,
+            "l3_hit_rate",
+            self.l3_hit_rate is None
+            or (_is_num(self.l3_hit_rate) and 0.0 < self.l3_hit_rate < 1.0 and self.l3_share > 0),
+            "None or a float in (0, 1), e.g. 0.85, with l3_share > 0 (the largest share)",
+        )
         if self.l3 == "disk":
             _require(
                 self,
@@ -516,6 +584,11 @@ class ReplayConfig:
                 isinstance(self.spill_dir, str) and bool(self.spill_dir),
                 'an existing, writable directory when l3="disk"',
             )
+
+    @property
+    def priority_rule(self) -> str:
+        """The priority rule `priority` names: "power" or "sqrt"."""
+        return priority_rule(self.priority)
 
     @property
     def l3_rows_per_batch(self) -> int:
@@ -527,6 +600,26 @@ class ReplayConfig:
 
 _SAMPLERS = ("auto", "sum_tree", "cumsum")
 _PRIORITIES = ("power", "sqrt")
+PRIORITY_FORMULAS = ("(|td| + eps)^alpha", "sqrt(td_error) + 0.1")
+
+
+def priority_rule(text: object) -> str | None:
+    """The priority rule a `ReplayConfig.priority` names or writes out, else None.
+
+    >>> priority_rule("sqrt(td_error) + 0.1"), priority_rule("(|td|+eps)**alpha")
+    ('sqrt', 'power')
+    >>> priority_rule("td^2") is None
+    True
+    """
+    if not isinstance(text, str):
+        return None
+    if text in _PRIORITIES:
+        return text
+    norm = text.replace(" ", "").lower().replace("**", "^").replace("td_error", "td")
+    norm = norm.replace("|td|", "td")
+    return {"(td+eps)^alpha": "power", "sqrt(td)+0.1": "sqrt"}.get(norm)
+
+
 _L3_KINDS = ("off", "host", "disk")
 CAPACITY_PRESETS = {"small": 0.3, "medium": 0.5, "large": 0.7}
 SPILL_BLOCKS = {"4MB": 4 << 20, "8MB": 8 << 20, "16MB": 16 << 20}
@@ -691,21 +784,47 @@ class DQNConfig:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ScheduleConfig:
-    """Exploration and learning-rate schedules, as functions of env steps.
+    """Exploration, learning-rate and discount schedules (`jaxrl_fast.schedules`).
+
+    Every value here is a traced hyperparameter (`jaxrl_fast.hparams.HParams`): a sweep may
+    vary any of them, the schedule kinds included, in one compiled program.
 
     Attributes:
+      epsilon_schedule: "linear": from `epsilon_start` to `epsilon_end` over
+        `epsilon_fraction * total_env_steps` env steps; "factor": `epsilon_start` multiplied by
+        `epsilon_factor` every `epsilon_every` env steps (per seed), never below `epsilon_end`
+        (the seed article's 1.0 x 0.995 every 1,000 steps down to 0.01).
       epsilon_start: epsilon at env step 0.
-      epsilon_end: epsilon after the decay.
-      epsilon_fraction: share of `total_env_steps` over which epsilon decays linearly.
-      lr_schedule: "constant" or "linear" (decays to `lr_end_fraction` x the initial rate).
-      lr_end_fraction: final learning rate as a fraction of the initial one (linear only).
+      epsilon_end: epsilon after the decay ("linear"), its floor ("factor").
+      epsilon_fraction: share of `total_env_steps` over which epsilon decays ("linear").
+      epsilon_factor: the factor of each decay step ("factor").
+      epsilon_every: env steps per seed between two decay steps ("factor").
+      lr_schedule: "constant"; "linear" (decays to `lr_end_fraction` x the initial rate over
+        the run); "cosine_restarts": cosine annealing from the initial rate to
+        `lr_end_fraction` x it over each period of `lr_period_fraction` x the run's updates,
+        restarting at the initial rate (SGDR, Loshchilov & Hutter 2017, as `optax.sgdr_schedule`
+        with equal periods).
+      lr_end_fraction: final learning rate as a fraction of the initial one (linear, and each
+        cosine period's floor).
+      lr_period_fraction: a cosine period as a share of the run's updates ("cosine_restarts").
+      gamma_schedule: "constant" (`DQNConfig.gamma` throughout) or discount phases by training
+        fraction (env steps / `total_env_steps`): "0.99:0.3,0.95:0.7,0.9" is 0.99 until 30% of
+        the run, 0.95 until 70%, then 0.9 (the seed article's recipe); at most
+        `MAX_GAMMA_PHASES` phases, increasing fractions in (0, 1), the last phase open. A
+        transition's n-step return and bootstrap discount take the gamma of the env step at
+        which L1 staging commits it (README, "Hyperparameters as data").
     """
 
+    epsilon_schedule: str = "linear"
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
     epsilon_fraction: float = 0.5
+    epsilon_factor: float = 0.995
+    epsilon_every: int = 1000
     lr_schedule: str = "constant"
     lr_end_fraction: float = 0.0
+    lr_period_fraction: float = 0.1
+    gamma_schedule: str = "constant"
 
     def __post_init__(self) -> None:
         for name in ("epsilon_start", "epsilon_end"):
@@ -727,6 +846,37 @@ class ScheduleConfig:
             "lr_end_fraction",
             _is_num(self.lr_end_fraction) and 0 <= self.lr_end_fraction <= 1,
             "a float in [0, 1]",
+        )
+        _require(
+            self,
+            "epsilon_schedule",
+            self.epsilon_schedule in EPSILON_SCHEDULES,
+            f"one of {EPSILON_SCHEDULES}",
+        )
+        _require(
+            self,
+            "epsilon_factor",
+            _is_num(self.epsilon_factor) and 0 < self.epsilon_factor <= 1,
+            "a float in (0, 1], e.g. 0.995",
+        )
+        _require(
+            self,
+            "epsilon_every",
+            _is_int(self.epsilon_every) and self.epsilon_every > 0,
+            "a positive int (env steps per seed between decay steps), e.g. 1000",
+        )
+        _require(
+            self,
+            "lr_period_fraction",
+            _is_num(self.lr_period_fraction) and 0 < self.lr_period_fraction <= 1,
+            "a float in (0, 1], e.g. 0.1 (a tenth of the run)",
+        )
+        _require(
+            self,
+            "gamma_schedule",
+            self.gamma_schedule == "constant" or parse_gamma_schedule(self.gamma_schedule),
+            f'"constant" or up to {MAX_GAMMA_PHASES} phases "gamma:until,...,gamma" with each '
+            'gamma in [0, 1] and increasing fractions in (0, 1), e.g. "0.99:0.3,0.95:0.7,0.9"',
         )
 
 
@@ -1079,6 +1229,12 @@ class TrainConfig:
                 f"DemoConfig.source={demo.source!r} is not allowed with NetworkConfig.lstm="
                 f"{self.network.lstm}, ReplayConfig.l3={self.replay.l3!r}: demonstration rows "
                 "join batches of transitions drawn from the device ring; use lstm=0, l3='off'."
+            )
+        if self.schedule.gamma_schedule != "constant":
+            raise ValueError(
+                f"DemoConfig.source={demo.source!r} is not allowed with "
+                f"ScheduleConfig.gamma_schedule={self.schedule.gamma_schedule!r}: demonstration "
+                "rows are staged once, with DQNConfig.gamma; use gamma_schedule='constant'."
             )
         rows = self.demo_rows_per_batch
         if not 0 < rows < self.replay.batch_size:

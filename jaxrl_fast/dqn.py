@@ -17,7 +17,8 @@ import optax
 from flax import struct
 
 from jaxrl_fast import precision as mp
-from jaxrl_fast.config import DQNConfig
+from jaxrl_fast.config import DQNConfig, ReplayConfig, ScheduleConfig
+from jaxrl_fast.hparams import HParams, hparams_from_parts
 from jaxrl_fast.parallel.exchange import Exchange
 from jaxrl_fast.parallel.onebit import onebit_adam
 from jaxrl_fast.sequence_loss import make_sequence_loss as _make_sequence_loss
@@ -34,6 +35,7 @@ class AgentState:
     opt_state: optax.OptState
     grad_steps: Array  # [] int32
     loss_scale: mp.LossScaleState  # scale, overflow counters, fp32 fallback flag
+    hparams: HParams  # this seed's traced hyperparameters (`jaxrl_fast.hparams`)
 
 
 class UpdateMetrics(NamedTuple):
@@ -101,10 +103,12 @@ def td_errors(q_tm1, a_tm1, r_t, discount_t, q_t_target, q_t_select=None):
 
 
 def make_optimizer(
-    config: DQNConfig, learning_rate, exchange: Exchange | None = None
+    config: DQNConfig, learning_rate, exchange: Exchange | None = None, max_norm=None
 ) -> optax.GradientTransformation:
-    """Adam (with optional global-norm clipping before it); 1-bit Adam over data replicas when
-    `exchange` compresses (clipping then acts on each replica's local gradient)."""
+    """Adam with global-norm clipping before it; 1-bit Adam over data replicas when `exchange`
+    compresses (clipping then acts on each replica's local gradient). `max_norm` (traced)
+    overrides `config.max_grad_norm`; no clip is a clip at `inf` (the gradients pass bitwise
+    unchanged), so the optimiser state has one structure whatever the norm."""
     if exchange is not None and exchange.onebit:
         adam = onebit_adam(
             learning_rate,
@@ -114,9 +118,9 @@ def make_optimizer(
         )
     else:
         adam = optax.adam(learning_rate, eps=config.adam_eps)
-    if config.max_grad_norm is None:
-        return adam
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adam)
+    if max_norm is None:
+        max_norm = jnp.inf if config.max_grad_norm is None else config.max_grad_norm
+    return optax.chain(optax.clip_by_global_norm(max_norm), adam)
 
 
 def _make_loss(config: DQNConfig, net: nn.Module, margin: float | None = None):
@@ -125,14 +129,17 @@ def _make_loss(config: DQNConfig, net: nn.Module, margin: float | None = None):
     padding). With a `margin` (demonstrations, DQfD) it adds `margin_weight` x the mean over
     the batch's demonstration rows of `max_a [Q(s, a) + margin 1(a != a_E)] - Q(s, a_E)`."""
 
-    def loss_fn(params, target_params, batch: Batch, margin_weight=0.0):
+    def loss_fn(params, target_params, batch: Batch, knobs=None, margin_weight=0.0):
+        # knobs: (huber delta, gamma) of this update (traced `HParams`; gamma is already in
+        # `batch.discount` here); None: the config's
+        delta = config.huber_delta if knobs is None else knobs[0]
         q_tm1 = net.apply(params, batch.obs)
         q_t_target = net.apply(target_params, batch.next_obs)
         q_t_select = (
             net.apply(jax.lax.stop_gradient(params), batch.next_obs) if config.double_q else None
         )
         td = td_errors(q_tm1, batch.action, batch.reward, batch.discount, q_t_target, q_t_select)
-        per_item = _per_item_loss(config, td)
+        per_item = _per_item_loss(config, td, delta)
         w = batch.weight
         valid = (w > 0).astype(jnp.float32)
         rows = jnp.maximum(jnp.sum(valid), 1.0)
@@ -187,6 +194,8 @@ def make_agent(
     exchange: Exchange | None = None,
     sequence: tuple[int, int, int] | None = None,
     demo: tuple[float, float, int] | None = None,
+    hparams: HParams | None = None,
+    update_gamma=None,
 ) -> Agent:
     """Build the DQN agent's functions.
 
@@ -196,7 +205,8 @@ def make_agent(
         policy's dtype (`QNetwork.for_precision`); with a fallback, `network.clone(dtype=float32)`
         is the fp32 branch.
       num_actions: size of the action space.
-      learning_rate: float or `grad_step -> lr` schedule; defaults to `config.learning_rate`.
+      learning_rate: `(grad_step, hparams) -> lr` (`Schedules.learning_rate`), or a float;
+        default: `HParams.learning_rate`, constant.
       precision: the resolved precision policy; default fp32 with no loss scale.
       exchange: how data replicas share gradients (`parallel.Exchange`); None: one replica.
         With replicas, `update` runs inside the mesh's per-device program.
@@ -205,6 +215,12 @@ def make_agent(
       demo: `(margin, weight, decay_updates)`: the large-margin loss on a batch's
         demonstration rows (`Batch.demo`, `DemoConfig`), weighted by `weight`, decaying
         linearly to 0 over the first `decay_updates` updates.
+      hparams: the `HParams` `init` puts in the state by default (`hparams_of(config)`);
+        default: `config`'s, the schedules' and replay's defaults. `update` reads the learning
+        rate, clip norm, Huber delta and (sequences) gamma from the state's, `update_target`
+        its `tau`: they are data, so agents with other values share one compiled program.
+      update_gamma: `(grad_step, hparams) -> gamma` for the recurrent loss's in-window targets
+        (`Schedules.update_gamma`); default: the first gamma phase.
 
     The functions that compute Q-values take an optional `fp32` flag (`[]` bool): compute in fp32
     instead of the policy's dtype. None uses the agent's own fallback flag. Under a seed `vmap`
@@ -212,10 +228,25 @@ def make_agent(
     """
     precision = precision or mp.PrecisionPolicy()
     exchange = exchange or Exchange()
-    lr = config.learning_rate if learning_rate is None else learning_rate
-    tx = make_optimizer(config, lr, exchange)
-    if precision.skip_nonfinite:
-        tx = mp.skip_nonfinite(tx, exchange.all)
+    default_hp = hparams or hparams_from_parts(config, ScheduleConfig(), ReplayConfig())
+    if learning_rate is None or not callable(learning_rate):
+        constant = learning_rate
+
+        def learning_rate(count, hp):
+            return jnp.asarray(hp.learning_rate if constant is None else constant, jnp.float32)
+
+    if update_gamma is None:
+
+        def update_gamma(count, hp):
+            return hp.gamma_values[0]
+
+    def optimizer(hp: HParams) -> optax.GradientTransformation:
+        """The optimiser of a seed's hyperparameters (its structure never depends on them)."""
+        tx = make_optimizer(
+            config, lambda count: learning_rate(count, hp), exchange, hp.max_grad_norm
+        )
+        return mp.skip_nonfinite(tx, exchange.all) if precision.skip_nonfinite else tx
+
     loss_scale = mp.make_loss_scale(precision)
     network_fp32 = network.clone(dtype=jnp.float32) if precision.fallback else network
     recurrent = getattr(network, "lstm", 0) > 0
@@ -244,7 +275,8 @@ def make_agent(
     def initial_carry(num_envs: int) -> Any:
         return network.initial_carry(num_envs) if recurrent else ()
 
-    def init(key: PRNGKey, example_obs: Array) -> AgentState:
+    def init(key: PRNGKey, example_obs: Array, hparams: HParams | None = None) -> AgentState:
+        hp = jax.tree.map(jnp.asarray, default_hp if hparams is None else hparams)
         if recurrent:
             params = network_fp32.init(key, example_obs, initial_carry(example_obs.shape[0]))
         else:
@@ -252,9 +284,10 @@ def make_agent(
         return AgentState(
             params=params,
             target_params=params,
-            opt_state=tx.init(params),
+            opt_state=optimizer(hp).init(params),
             grad_steps=jnp.zeros((), jnp.int32),
             loss_scale=loss_scale.init(),
+            hparams=hp,
         )
 
     def act(agent: AgentState, key: PRNGKey, obs: Array, epsilon: Array, fp32=None) -> Array:
@@ -277,7 +310,9 @@ def make_agent(
     grads_fp32 = jax.value_and_grad(_loss_for(config, network_fp32, sequence, demo), has_aux=True)
 
     def _grads(agent: AgentState, batch: Batch, fp32):
-        args = (agent.params, agent.target_params, batch, *_margin_weight(demo, agent))
+        hp = agent.hparams
+        knobs = (hp.huber_delta, update_gamma(agent.grad_steps, hp))
+        args = (agent.params, agent.target_params, batch, knobs, *_margin_weight(demo, agent))
         if not precision.fallback:
             return grads_lowp(agent.loss_scale, *args)
         return jax.lax.cond(
@@ -298,6 +333,7 @@ def make_agent(
         (loss, (td, q_mean)), grads = _grads(agent, batch, _use_fp32(agent, fp32))
         grads = exchange.grads(grads)  # the replicas' mean (fp32 exchange), else local
         extra = {"step": step} if exchange.onebit else {}
+        tx = optimizer(agent.hparams)
         updates, opt_state = tx.update(grads, agent.opt_state, agent.params, **extra)
         params = optax.apply_updates(agent.params, updates)
         scale_state = agent.loss_scale
@@ -320,10 +356,14 @@ def make_agent(
         return new, td, metrics
 
     def update_target(agent: AgentState) -> AgentState:
-        if config.tau == 1.0:
-            return agent.replace(target_params=agent.params)
+        """Polyak step `tau * online + (1 - tau) * target`; `tau = 1` copies (bitwise)."""
+        tau = agent.hparams.tau
         return agent.replace(
-            target_params=optax.incremental_update(agent.params, agent.target_params, config.tau)
+            target_params=jax.tree.map(
+                lambda p, t: jnp.where(tau >= 1.0, p, tau * p + (1.0 - tau) * t),
+                agent.params,
+                agent.target_params,
+            )
         )
 
     return Agent(

@@ -46,6 +46,7 @@ from jaxrl_fast.envs.seeded import SeededEnv
 from jaxrl_fast.envs.shaping import make_shaping
 from jaxrl_fast.envs.variation import Variation, make_variation
 from jaxrl_fast.evaluate import make_evaluate
+from jaxrl_fast.hparams import HParams, hparams_of
 from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.parallel.exchange import Exchange, make_exchange
 from jaxrl_fast.replay import Buffer, make_buffer
@@ -176,6 +177,8 @@ def _agent_and_buffer(
         network,
         spec.num_actions,
         learning_rate=schedules.learning_rate,
+        hparams=hparams_of(config),
+        update_gamma=schedules.update_gamma,
         precision=run.precision,
         exchange=exchange,
         sequence=(replay.burn_in, replay.sequence_length, replay.n_step)
@@ -234,9 +237,9 @@ def _make_learn(
     """The learning half of a block, for all seeds: `learn(seeds, fp32, block)` runs
     `updates_per_block` x (sample -> DQN update -> priorities), each followed by local SGD's
     parameter average where due; `skip_learning` is its stand-in in the prefill iteration."""
-    replay_sample = seed_vmap(buffer.sample, (buffer.seed_axes, 0), 0)
+    replay_sample = seed_vmap(buffer.sample, (buffer.seed_axes, 0, 0), 0)
     replay_priorities = seed_vmap(
-        buffer.update_priorities, (buffer.seed_axes, 0, 0), buffer.seed_axes
+        buffer.update_priorities, (buffer.seed_axes, 0, 0, 0), buffer.seed_axes
     )
     upb = config.updates_per_block
     if exchange.active:  # the shared update index (1-bit Adam's phase)
@@ -256,9 +259,10 @@ def _make_learn(
     def learn_step(seeds: SeedState, fp32: Array, step: Any) -> tuple[SeedState, UpdateMetrics]:
         split = jax.vmap(jax.random.split)(seeds.key)
         key, key_sample = split[:, 0], split[:, 1]
-        batch = replay_sample(seeds.replay, key_sample)
+        hp = seeds.agent.hparams
+        batch = replay_sample(seeds.replay, key_sample, hp)
         agent_state, td, metrics = update(seeds.agent, batch, fp32, step)
-        replay = replay_priorities(seeds.replay, batch.index, td)
+        replay = replay_priorities(seeds.replay, batch.index, td, hp)
         if step is not None and exchange.due(step + 1) is not None:  # local SGD's sync
             agent_state = jax.lax.cond(
                 exchange.due(step + 1), average_agents, lambda a: a, agent_state
@@ -319,7 +323,10 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         agent=0, replay=buffer.seed_axes, env_state=env.state_axes, obs=0, key=0, carry=0
     )
     per_seed = run.choices.seeds_fn  # acting and updates: vmapped or one seed after another
-    replay_add = seed_vmap(buffer.add, (buffer.seed_axes, 0), buffer.seed_axes)
+    replay_add = seed_vmap(buffer.add, (buffer.seed_axes, 0, 0), buffer.seed_axes)
+    default_hp = hparams_of(config)
+    epsilons = jax.vmap(schedules.collect_epsilon, (None, 0))  # [S], one per seed's hparams
+    gammas = jax.vmap(schedules.collect_gamma, (None, 0))
     learn, skip_learning = _make_learn(config, agent, buffer, exchange, per_seed)
     update_target = jax.vmap(agent.update_target)
     shaping = make_shaping(config.env.reward_shaping, config.dqn.gamma)  # None: none
@@ -333,9 +340,12 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         action, carry = agent.step(agent_state, key_act, obs, carry, epsilon, fp32)
         return key, key_env, action, carry
 
-    act = per_seed(_act_one, (0, 0, 0, 0, None, None), 0)
+    act = per_seed(_act_one, (0, 0, 0, 0, 0, None), 0)
 
-    def collect_step(seeds: SeedState, epsilon: Array, fp32: Array):
+    def collect_step(seeds: SeedState, index: Array, fp32: Array):
+        # this step's epsilon and gamma: each seed's own schedules (`HParams`)
+        epsilon = epsilons(index, seeds.agent.hparams)
+        gamma = gammas(index, seeds.agent.hparams)  # [S]
         # act (a recurrent agent from its state before this observation)
         key, key_env, action, carry = act(
             seeds.agent, seeds.key, seeds.obs, seeds.carry, epsilon, fp32
@@ -344,7 +354,8 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         env_state, next_obs, reward, done, info = env.step(key_env, seeds.env_state, action)
         # replay (the agent learns from shaped rewards; episode stats stay the env's own)
         if shaping is not None:
-            reward = shaping(seeds.obs, action, reward, next_obs, info)
+            step_info = {**info, "gamma": gamma[:, None]}  # [S, 1]: this step's gamma
+            reward = shaping(seeds.obs, action, reward, next_obs, step_info)
         step = Transition(
             seeds.obs,
             action,
@@ -354,12 +365,14 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
             info["reset"],
             carry=seeds.carry if agent.recurrent else None,
         )
-        replay = replay_add(seeds.replay, step)
+        replay = replay_add(seeds.replay, step, gamma)
         carry = agent.end_episodes(carry, info["reset"])  # the next obs starts an episode
         new = SeedState(seeds.agent, replay, env_state, next_obs, key, carry)
         return new, _episode_stats(done, info)
 
-    def init(keys: PRNGKey, seed_ids: Array | None = None) -> RunnerState:
+    def init(
+        keys: PRNGKey, seed_ids: Array | None = None, hparams: HParams | None = None
+    ) -> RunnerState:
         split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
         key, key_env, key_net = split[:, 0], split[:, 1], split[:, 2]
         if exchange.active:  # a replica's own envs and draws; the seed's network
@@ -370,7 +383,11 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
         else:  # each seed's env parameters: its variant, the curriculum's start
             ids = jnp.arange(keys.shape[0]) if seed_ids is None else seed_ids
             env_state, obs = env.reset_with(key_env, variation.initial(ids))
-        agents = jax.vmap(agent.init)(key_net, obs)
+        if hparams is None:  # every seed the config's values
+            hparams = jax.tree.map(
+                lambda x: jnp.broadcast_to(x, (keys.shape[0], *x.shape)), default_hp
+            )
+        agents = jax.vmap(agent.init)(key_net, obs, hparams)
         replay = seed_vmap(lambda _: buffer.init(), 0, buffer.seed_axes)(keys)
         carry = jax.vmap(lambda o: agent.initial_carry(o.shape[0]))(obs)
         seeds = SeedState(agents, replay, env_state, obs, key, carry)
@@ -386,7 +403,7 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
 
         def collect(i, carry):
             seeds, stats = carry
-            seeds, new = collect_step(seeds, schedules.collect_epsilon(first + i), fp32)
+            seeds, new = collect_step(seeds, first + i, fp32)
             if buffer.has_spill:  # the replay's host callbacks (L3): every block's end
                 due = ((i + 1) % cpb == 0) | (i + 1 == steps)
                 seeds = seeds._replace(replay=jax.lax.cond(due, buffer.spill, _same, seeds.replay))

@@ -145,6 +145,7 @@ class MetricsWriter:
         path = writable_dir(path, "run_dir")
         self.path, self.config = path, config
         self._schedules = make_schedules(config)
+        self.hparams = None  # a sweep's per-seed `HParams` ([S] leaves): per-seed schedules
         self._columns: list[str] | None = None
         self._tb = TensorBoard(os.path.join(path, "tb"), resume=resume)
         saved = os.path.join(path, "config.json")
@@ -195,14 +196,20 @@ class MetricsWriter:
             "chunk": rec["chunk"],
             "env_steps": rec["env_steps"],
             "elapsed_s": rec["elapsed_s"],
-            "epsilon": float(self._schedules.epsilon(rec["env_steps"])),
-            "learning_rate": float(self._schedules.learning_rate(blocks * c.updates_per_block)),
         }
+        s, updates = self._schedules, blocks * c.updates_per_block
+        if self.hparams is None:
+            epsilon = [float(s.epsilon(rec["env_steps"]))] * c.num_seeds
+            lr = [float(s.learning_rate(updates))] * c.num_seeds
+        else:  # each seed's own values
+            epsilon = np.asarray(jax.vmap(s.epsilon, (None, 0))(rec["env_steps"], self.hparams))
+            lr = np.asarray(jax.vmap(s.learning_rate, (None, 0))(updates, self.hparams))
         replay = {f"replay.{k}": v for k, v in rec.get("replay", {}).items()}
         rows = []
         for i in range(c.num_seeds):
             row = {"chunk": common["chunk"], "seed_index": i}
             row.update({k: v for k, v in common.items() if k != "chunk"})
+            row["epsilon"], row["learning_rate"] = float(epsilon[i]), float(lr[i])
             row.update({f: _json_value(rec[f][i]) for f in SEED_FIELDS})
             evaluation = rec.get("eval_return")  # absent: the chunk was not evaluated
             row["eval_return"] = None if evaluation is None else _json_value(evaluation[i])

@@ -350,6 +350,64 @@ def plot_runs(
     return fig
 
 
+def plot_sweep(summary: dict, out: str | os.PathLike | None = None):
+    """Draw a sweep's mean final return (with its 95% confidence interval) against each axis
+    of the sweep (a swept field, or a zipped group of fields), one panel per axis; the other
+    axes' values split the points into lines.
+
+    Args:
+      summary: `SweepResult.summary()` (or a sweep.json loaded).
+      out: file to save to (the extension picks the format), or None.
+
+    Returns:
+      The `matplotlib.figure.Figure`, or None when matplotlib is not installed.
+    """
+    try:
+        _matplotlib()
+    except ImportError:
+        return None
+    from matplotlib.figure import Figure
+
+    axes, results = summary.get("axes") or [[f] for f in summary["fields"]], summary["results"]
+
+    def at(r: dict, names: list[str]):
+        vals = [r["values"][n] for n in names]
+        return vals[0] if len(vals) == 1 else " / ".join(str(v) for v in vals)
+
+    fig = Figure(figsize=(4.5 * len(axes), 3.5), layout="constrained")
+    for i, names in enumerate(axes):
+        ax = fig.add_subplot(1, len(axes), i + 1)
+        others = [a for a in axes if a != names]
+        xs_all = list(dict.fromkeys(at(r, names) for r in results))
+        numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs_all)
+        groups: dict[str, list[dict]] = {}
+        for r in results:
+            key = ", ".join(f"{' / '.join(a)}={at(r, a)}" for a in others)
+            groups.setdefault(key, []).append(r)
+        for key, rows in groups.items():
+            xs = [at(r, names) for r in rows]
+            pos = xs if numeric else [xs_all.index(x) for x in xs]
+            ys = np.asarray([np.nan if r["mean"] is None else r["mean"] for r in rows])
+            lo = np.asarray([r["ci95"][0] if r["ci95"] else np.nan for r in rows])
+            hi = np.asarray([r["ci95"][1] if r["ci95"] else np.nan for r in rows])
+            err = [np.nan_to_num(ys - lo), np.nan_to_num(hi - ys)]
+            ax.errorbar(pos, ys, yerr=err, marker="o", capsize=3, label=key or None)
+        if not numeric:
+            ax.set_xticks(range(len(xs_all)), [str(x) for x in xs_all])
+        elif min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 10:
+            ax.set_xscale("log")
+        ax.set_xlabel(" / ".join(names))
+        ax.set_ylabel("final return (mean, 95% CI)")
+        if others:
+            ax.legend(fontsize="small")
+    if out is not None:
+        out = os.fspath(out)
+        _check_out(out)
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        fig.savefig(out, dpi=110)
+    return fig
+
+
 def _labels(runs: Sequence[Run]) -> list[str]:
     """A legend label per run: its name and seed count; the path where names repeat."""
     names = [r.name for r in runs]

@@ -19,6 +19,12 @@
   steps.
 * `cartpole-poles`: CartPole with 4 pole lengths (0.25, 0.5, 1, 2 m) as `EnvConfig.variants`,
   2 seeds each, in one program.
+* `article-recipe`: the seed article's training recipe (`article_recipe`) over the `cartpole`
+  preset: Adam lr 3e-4 with cosine annealing restarted every tenth of the run, gamma 0.99 for
+  the first 30% of the run, 0.95 for the next 40%, 0.9 for the last 30%, epsilon 1.0 x 0.995
+  every 1,000 env steps down to 0.01, gradient clipping at norm 1.0 (He-normal hidden layers and
+  a 0.01-std output layer are every network's init). `benchmarks/article_recipe.py` compares it
+  with the presets on CartPole and MinAtar.
 * `minatar-breakout`: Breakout-MinAtar, CNN (3x3 conv 16 channels, dense 128), 16 envs, 100k
   replay, 2 updates per 16 env steps, lr 2.5e-4 decayed linearly to 0, 154k env steps.
 * `minatar-space-invaders`: the `minatar-breakout` settings on SpaceInvaders-MinAtar.
@@ -261,6 +267,36 @@ def _minatar_freeway() -> TrainConfig:
     return _minatar_base("Freeway-MinAtar").replace(total_env_steps=106_000)
 
 
+def article_recipe(base: TrainConfig) -> TrainConfig:
+    """The seed article's training recipe over `base`'s env, network, replay and budget.
+
+    Every value it sets is a traced hyperparameter (`jaxrl_fast.hparams.SWEEPABLE`), so a
+    preset and its recipe version run as two points of one sweep program.
+
+      >>> article_recipe(get("minatar-breakout")).schedule.gamma_schedule
+      '0.99:0.3,0.95:0.7,0.9'
+    """
+    return base.replace(
+        dqn={"learning_rate": 3e-4, "max_grad_norm": 1.0},
+        schedule={
+            "lr_schedule": "cosine_restarts",
+            "lr_period_fraction": 0.1,
+            "lr_end_fraction": 0.0,
+            "gamma_schedule": "0.99:0.3,0.95:0.7,0.9",
+            "epsilon_schedule": "factor",
+            "epsilon_start": 1.0,
+            "epsilon_factor": 0.995,
+            "epsilon_every": 1000,
+            "epsilon_end": 0.01,
+        },
+    )
+
+
+def _article_recipe() -> TrainConfig:
+    # benchmarks/results/article_recipe.md compares it with `cartpole` (one sweep program).
+    return article_recipe(_cartpole())
+
+
 def _atari_base(game: str) -> TrainConfig:
     return TrainConfig(
         env=EnvConfig(name=f"envpool:{game}-v5", num_envs=8),  # AtariConfig(): DQN settings
@@ -307,6 +343,7 @@ _PRESETS: dict[str, Callable[[], TrainConfig]] = {
     "cartpole-poles": _cartpole_poles,
     "memorychain-lstm": _memorychain_lstm,
     "cartpole-hidden-lstm": _cartpole_hidden_lstm,
+    "article-recipe": _article_recipe,
     "minatar-breakout": _minatar_breakout,
     "minatar-freeway": _minatar_freeway,
     "minatar-space-invaders": _minatar_space_invaders,

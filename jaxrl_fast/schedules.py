@@ -1,44 +1,123 @@
-"""Schedules as `env_step -> value` functions (optax schedules where they exist)."""
+"""Schedules as `(step, hparams) -> value` functions of traced hyperparameters.
+
+Every schedule reads its parameters from an `HParams` (`jaxrl_fast.hparams`), so the values,
+the kinds included, are data: a sweep runs different schedules in one compiled program.
+`hparams=None` uses the config's own values (as constants).
+
+The formulas are optax's where it has them: linear decay (`optax.linear_schedule`), cosine
+annealing with warm restarts (`optax.sgdr_schedule` with equal periods) and a staircase
+exponential decay with a floor (`optax.exponential_decay(staircase=True, end_value=...)`).
+They are written out here because optax's builders take the step counts as Python numbers (they
+set a `join_schedules` boundary or are checked with an `if`), which a traced period cannot be;
+`tests/test_schedules.py` checks each against optax at fixed values.
+"""
 
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
 import jax.numpy as jnp
-import optax
 
 from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.hparams import HParams, hparams_of
 
 
 class Schedules(NamedTuple):
-    """`epsilon(env_step)` for exploration, `learning_rate(grad_step)` for Adam, and
-    `collect_epsilon(collect_index)`: the epsilon of collect step `collect_index` (int32, all
-    envs of a seed step once per collect step), which the fused loop and the baseline share."""
+    """The run's schedules; each takes an optional `HParams` (None: the config's).
+
+    Attributes:
+      epsilon: `(env_step, hp) -> epsilon` (env steps per seed).
+      learning_rate: `(grad_step, hp) -> learning rate`.
+      gamma: `(fraction, hp) -> gamma`, `fraction` the share of the run done.
+      collect_epsilon: `(collect_index, hp) -> epsilon` of collect step `collect_index` (all
+        envs of a seed step once per collect step): shared by the fused loop and the baseline.
+      collect_gamma: `(collect_index, hp) -> gamma` at that collect step.
+      update_gamma: `(grad_step, hp) -> gamma` at that update.
+    """
 
     epsilon: Callable
     learning_rate: Callable
+    gamma: Callable
     collect_epsilon: Callable
+    collect_gamma: Callable
+    update_gamma: Callable
+
+
+def linear(start, end, steps, t):
+    """`start` to `end` linearly over `steps`, then `end` (as `optax.linear_schedule`)."""
+    frac = jnp.clip(t / jnp.maximum(steps, 1.0), 0.0, 1.0)
+    return (start - end) * (1.0 - frac) + end
+
+
+def cosine_restarts(peak, floor_fraction, period, t):
+    """Cosine annealing from `peak` to `floor_fraction * peak` over each `period` steps,
+    restarting at `peak` (as `optax.sgdr_schedule` with equal periods and `alpha` =
+    `floor_fraction`)."""
+    period = jnp.maximum(period, 1.0)
+    phase = jnp.mod(t, period) / period
+    cosine = 0.5 * (1.0 + jnp.cos(jnp.pi * phase))
+    return peak * ((1.0 - floor_fraction) * cosine + floor_fraction)
+
+
+def factor_decay(start, factor, every, floor, t):
+    """`start * factor ** floor(t / every)`, never below `floor` (as optax's staircase
+    `exponential_decay` with `end_value`)."""
+    decays = jnp.floor(t / jnp.maximum(every, 1.0))
+    return jnp.maximum(start * jnp.power(factor, decays), floor)
+
+
+def phase_value(values, until, fraction):
+    """The value of the phase that holds at `fraction`: `values[i]` for the first `i` with
+    `fraction < until[i]` (the last phase if none)."""
+    index = jnp.sum((fraction >= until).astype(jnp.int32))
+    return values[jnp.minimum(index, values.shape[-1] - 1)]
 
 
 def make_schedules(config: TrainConfig) -> Schedules:
-    """Build the run's schedules.
-
-    Epsilon decays linearly from `epsilon_start` to `epsilon_end` over
-    `epsilon_fraction * total_env_steps` env steps, as in CleanRL and PureJaxRL.
-    """
-    s = config.schedule
-    decay_steps = max(1, int(s.epsilon_fraction * config.total_env_steps))
-    epsilon = optax.linear_schedule(s.epsilon_start, s.epsilon_end, decay_steps)
-    lr = config.dqn.learning_rate
-    if s.lr_schedule == "linear":
-        learning_rate = optax.linear_schedule(lr, lr * s.lr_end_fraction, config.total_updates)
-    else:
-        learning_rate = optax.constant_schedule(lr)
+    """Build the run's schedules (`ScheduleConfig`); the numbers come from an `HParams`."""
+    defaults = hparams_of(config)
+    total_env = float(config.total_env_steps)
+    total_updates = float(config.total_updates)
     num_envs = config.env.num_envs
+    f32 = jnp.float32
 
-    def collect_epsilon(collect_index):
+    def _hp(hp: HParams | None) -> HParams:
+        return defaults if hp is None else hp
+
+    def epsilon(env_step, hp=None):
+        hp, t = _hp(hp), jnp.asarray(env_step, f32)
+        lin = linear(hp.epsilon_start, hp.epsilon_end, hp.epsilon_fraction * total_env, t)
+        fac = factor_decay(hp.epsilon_start, hp.epsilon_factor, hp.epsilon_every, hp.epsilon_end, t)
+        return jnp.where(hp.epsilon_kind == 1, fac, lin).astype(f32)
+
+    def learning_rate(grad_step, hp=None):
+        hp, t = _hp(hp), jnp.asarray(grad_step, f32)
+        lr = jnp.asarray(hp.learning_rate, f32)
+        lin = linear(lr, lr * hp.lr_end_fraction, total_updates, t)
+        cos = cosine_restarts(lr, hp.lr_end_fraction, hp.lr_period_fraction * total_updates, t)
+        return jnp.select([hp.lr_kind == 1, hp.lr_kind == 2], [lin, cos], lr).astype(f32)
+
+    def gamma(fraction, hp=None):
+        hp = _hp(hp)
+        values, until = jnp.asarray(hp.gamma_values, f32), jnp.asarray(hp.gamma_until, f32)
+        return phase_value(values, until, jnp.asarray(fraction, f32))
+
+    def collect_epsilon(collect_index, hp=None):
         # env steps as float32: an int32 product would overflow past 2^31 env steps.
-        env_steps = jnp.asarray(collect_index).astype(jnp.float32) * num_envs
-        return epsilon(env_steps).astype(jnp.float32)
+        return epsilon(jnp.asarray(collect_index).astype(f32) * num_envs, hp)
 
-    return Schedules(epsilon=epsilon, learning_rate=learning_rate, collect_epsilon=collect_epsilon)
+    def collect_gamma(collect_index, hp=None):
+        env_steps = jnp.asarray(collect_index).astype(f32) * num_envs
+        return gamma(env_steps / total_env, hp)
+
+    def update_gamma(grad_step, hp=None):
+        return gamma(jnp.asarray(grad_step).astype(f32) / max(total_updates, 1.0), hp)
+
+    return Schedules(
+        epsilon=epsilon,
+        learning_rate=learning_rate,
+        gamma=gamma,
+        collect_epsilon=collect_epsilon,
+        collect_gamma=collect_gamma,
+        update_gamma=update_gamma,
+    )

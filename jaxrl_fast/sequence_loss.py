@@ -14,9 +14,10 @@ from jaxrl_fast.config import DQNConfig
 from jaxrl_fast.types import Array, SequenceBatch
 
 
-def per_item_loss(config: DQNConfig, td: Array) -> Array:
+def per_item_loss(config: DQNConfig, td: Array, delta=None) -> Array:
+    """`config.loss` of each TD error; `delta` (traced) overrides `config.huber_delta`."""
     if config.loss == "huber":
-        return optax.huber_loss(td, delta=config.huber_delta)
+        return optax.huber_loss(td, delta=config.huber_delta if delta is None else delta)
     return 0.5 * jnp.square(td)
 
 
@@ -77,9 +78,10 @@ def make_sequence_loss(config: DQNConfig, net: nn.Module, burn_in: int, length: 
     gradient); positions `burn_in .. burn_in + length - 1` that are transitions are trained on
     n-step targets bootstrapped within the window. The `[B]` "TD errors" returned are R2D2's
     sequence priorities, `0.9 max|td| + 0.1 mean|td|` over the trained positions."""
-    gamma = config.gamma
 
-    def loss_fn(params, target_params, batch: SequenceBatch):
+    def loss_fn(params, target_params, batch: SequenceBatch, knobs=None):
+        # knobs: (huber delta, gamma) of this update (traced `HParams`); None: the config's
+        delta, gamma = (config.huber_delta, config.gamma) if knobs is None else knobs
         obs, valid, carry = batch.obs, batch.valid, batch.carry
         if burn_in:
             _, carry = unroll(
@@ -109,7 +111,7 @@ def make_sequence_loss(config: DQNConfig, net: nn.Module, burn_in: int, length: 
         mask = tail(valid)[:, :length] & (batch.weight[:, None] > 0)
         w = jnp.where(mask, batch.weight[:, None], 0.0)
         count = jnp.maximum(jnp.sum(mask), 1.0)
-        loss = jnp.sum(w * per_item_loss(config, td)) / count
+        loss = jnp.sum(w * per_item_loss(config, td, delta)) / count
         q_mean = jnp.sum(jnp.where(mask, q_a, 0.0)) / count
         abs_td = jnp.where(mask, jnp.abs(td), 0.0)
         mean = jnp.sum(abs_td, axis=1) / jnp.maximum(jnp.sum(mask, axis=1), 1)

@@ -7,11 +7,12 @@ for the same seed. The loop itself is `jaxrl_fast.loop`.
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import sys
 import time
 import warnings
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import jax
 import numpy as np
@@ -19,6 +20,7 @@ import tqdm
 from jax.sharding import PartitionSpec as P
 
 from jaxrl_fast import checkpoint, parallel, seeds
+from jaxrl_fast import hparams as hparams_mod
 from jaxrl_fast.chunk_log import ChunkLog, check_finite  # noqa: F401 (check_finite: re-exported)
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.envs import Env
@@ -27,6 +29,8 @@ from jaxrl_fast.metrics import MetricsWriter
 from jaxrl_fast.resolve import ResolvedRun, resolve
 from jaxrl_fast.result import TrainResult
 from jaxrl_fast.seeds import SEED_AXIS
+from jaxrl_fast.sweep import SweepPlan, SweepResult
+from jaxrl_fast.sweep import plan as sweep_plan
 
 
 def train(
@@ -41,8 +45,11 @@ def train(
     checkpoint_every: int | None = None,
     keep: int = 3,
     force_config: bool = False,
-) -> TrainResult:
-    """Train `config.num_seeds` agents in one compiled program and evaluate them.
+    sweep: Mapping[Any, Sequence[Any]] | None = None,
+    seeds_per_point: int = 1,
+) -> TrainResult | SweepResult:
+    """Train `config.num_seeds` agents in one compiled program and evaluate them; or, with
+    `sweep`, `seeds_per_point` agents per point of a hyperparameter sweep, in one program.
 
     The shell compiles `init`, `run_chunk` (donating the runner) and the evaluation (in a
     background thread, while the chunks run) once, runs `config.chunks` chunks while showing
@@ -74,9 +81,15 @@ def train(
       force_config: when resuming, accept a config that differs from the run's in fields of
         `config.RESUME_OVERRIDABLE` only (no shape changes); config.json then records the change
         under "forced", and the run is no longer bitwise the uninterrupted one.
+      sweep: dotted field names to lists of values, crossed as a grid (a tuple of names takes
+        zipped tuples): `{"dqn.learning_rate": [1e-4, 3e-4], "dqn.gamma": [0.95, 0.99]}`. Only
+        fields that change no shape or code path (`hparams.SWEEPABLE`); all points run as one
+        program, compiled once (`jaxrl_fast.sweep`). `config.num_seeds` is then ignored.
+      seeds_per_point: seeds per sweep point; seed k of every point starts from the same key.
 
     Returns:
-      A `TrainResult`.
+      A `TrainResult`; with `sweep`, a `SweepResult` (`.points`: values, per-seed final
+      returns, mean and 95% confidence interval per point; `.result` the `TrainResult`).
 
     Raises:
       FloatingPointError: the loss became non-finite (the message names the chunk and seeds).
@@ -84,6 +97,12 @@ def train(
         anything compiles).
     """
     wall = time.perf_counter()
+    plan = None
+    if sweep is not None:  # before anything compiles: every point's config is validated
+        if isinstance(config, ResolvedRun):
+            raise ValueError("train(sweep=...) takes a TrainConfig, not a ResolvedRun")
+        plan = sweep_plan(config, sweep, seeds_per_point)
+        config = plan.config
     if devices is None:  # every process's devices in a multi-process run
         devices = jax.devices() if jax.process_count() > 1 else jax.local_devices()
     devices = list(devices)
@@ -102,6 +121,8 @@ def train(
             resume=resume,
         )
     directory = _metrics_writer(run_dir, run.config, resume, force_config)
+    if directory is not None and plan is not None:
+        directory.hparams = plan.hparams
     if directory is not None:
         user_on_chunk = on_chunk
 
@@ -110,6 +131,8 @@ def train(
             if user_on_chunk is not None:
                 user_on_chunk(rec)
 
+    if plan is not None:
+        _check_sweep_run(run.config, plan, run_dir, resume)
     fns = make_train(run)
     if saver is not None:  # the L3 tier's host arrays go into the checkpoints too
         saver.host_state = fns.buffer.host_state
@@ -117,7 +140,7 @@ def train(
             arrays, runner.seeds.replay
         )
     try:
-        compiled = _compile(fns, devices)
+        compiled = _compile(fns, devices, plan)
         result = _run(
             fns,
             compiled,
@@ -135,7 +158,40 @@ def train(
             params = parallel.to_host(params)  # a collective: every process takes part
         if directory is not None:
             directory.finish(result.summary(), params, result.history)
-    return result
+    if plan is None:
+        return result
+    swept = SweepResult.from_result(plan, result)
+    if run_dir is not None and parallel.is_main():
+        swept.write(run_dir)
+    return swept
+
+
+def _check_sweep_run(config: TrainConfig, plan: SweepPlan, run_dir: Any, resume: bool) -> None:
+    """Refuse what a sweep cannot do; on resume, the run directory's sweep must be this one."""
+    if config.demo.active and any(
+        f in plan.fields for f in ("dqn.gamma", "schedule.gamma_schedule")
+    ):
+        raise ValueError(
+            "sweep: dqn.gamma / schedule.gamma_schedule cannot be swept with demonstrations "
+            "(DemoConfig): their n-step rows are staged once, with one gamma."
+        )
+    if run_dir is None:
+        return
+    path = os.path.join(os.fspath(run_dir), "sweep_plan.json")
+    mine = plan.to_dict()
+    if resume and os.path.exists(path):
+        with open(path) as f:
+            saved = json.load(f)
+        if saved != json.loads(json.dumps(mine)):
+            raise ValueError(
+                f"resume: {run_dir} holds another sweep ({saved['fields']}, "
+                f"{len(saved['points'])} points x {saved['seeds_per_point']} seeds); resume "
+                "with the same sweep and seeds_per_point."
+            )
+        return
+    os.makedirs(os.fspath(run_dir), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(mine, f, indent=2)
 
 
 def _metrics_writer(
@@ -193,6 +249,7 @@ class _Compiled(NamedTuple):
     eval_keys: Any  # [S] evaluation keys
     num_devices: int
     compile_time_s: float
+    hparams: Any  # [S] HParams, placed like the keys
 
 
 def init_compiler_options(platform: str) -> dict[str, Any] | None:
@@ -213,12 +270,19 @@ def init_compiler_options(platform: str) -> dict[str, Any] | None:
     return {"xla_backend_optimization_level": 1} if platform == "cpu" else None
 
 
-def _compile(fns: TrainFns, devices: Sequence[Any]) -> _Compiled:
+def _compile(fns: TrainFns, devices: Sequence[Any], plan: SweepPlan | None = None) -> _Compiled:
     """Compile init and run_chunk (donating the runner), and start compiling evaluate in a
     background thread; spread over the devices that divide the seeds (one device where the
-    seeds cannot be spread)."""
+    seeds cannot be spread). The seeds' `HParams` are an argument of `init` (a sweep's, else
+    the config's for every seed), so their values are never compiled in."""
     config = fns.run.config
     keys, eval_keys = seeds.train_keys(config), seeds.eval_keys(config)
+    if plan is None:
+        hparams = hparams_mod.stack([hparams_mod.hparams_of(config)] * config.num_seeds)
+    else:  # seed k of every point starts from the key of seed k of a K-seed run
+        hparams = plan.hparams
+        keys = seeds.train_keys(config.replace(num_seeds=plan.seeds_per_point))[plan.key_index]
+        eval_keys = seeds.eval_keys(config.replace(num_seeds=plan.seeds_per_point))[plan.key_index]
     init_fn, run_fn, eval_fn = fns.init, fns.run_chunk, fns.evaluate
     used = parallel.seed_devices(config.num_seeds, devices)
     if fns.single_device:
@@ -228,31 +292,33 @@ def _compile(fns: TrainFns, devices: Sequence[Any]) -> _Compiled:
         used = list(mesh.devices.flat)
         lanes = P((parallel.DATA_AXIS, SEED_AXIS))
         spec = RunnerState(seeds=parallel.lane_specs(fns.seed_axes), block=P())
-        init_fn = parallel.shard_over_seeds(fns.init, mesh, (lanes, lanes), spec)
+        init_fn = parallel.shard_over_seeds(fns.init, mesh, (lanes, lanes, lanes), spec)
         run_fn = parallel.shard_over_seeds(fns.run_chunk, mesh, (spec,), (spec, P(SEED_AXIS)))
         eval_fn = parallel.shard_over_seeds(fns.evaluate, mesh, (spec, P(SEED_AXIS)), P(SEED_AXIS))
         # replica d of seed s is lane d * S + s: it starts from seed s's key (and variant)
         ids = np.tile(np.arange(config.num_seeds, dtype=np.int32), config.parallel.data)
+        hparams = jax.tree.map(lambda x: parallel.put_global(x[ids], mesh, lanes), hparams)
         keys, ids = keys[ids], parallel.put_global(ids, mesh, lanes)
         keys = parallel.put_global(keys, mesh, lanes)
         eval_keys = parallel.put_global(eval_keys, mesh, P(SEED_AXIS))
     elif len(used) > 1:
         mesh = parallel.seed_mesh(used)
         spec = RunnerState(seeds=parallel.seed_specs(fns.seed_axes), block=P())
-        init_fn = parallel.shard_over_seeds(fns.init, mesh, (P(SEED_AXIS),) * 2, spec)
+        init_fn = parallel.shard_over_seeds(fns.init, mesh, (P(SEED_AXIS),) * 3, spec)
         run_fn = parallel.shard_over_seeds(fns.run_chunk, mesh, (spec,), (spec, P(SEED_AXIS)))
         eval_fn = parallel.shard_over_seeds(fns.evaluate, mesh, (spec, P(SEED_AXIS)), P(SEED_AXIS))
         keys, eval_keys = parallel.put_seeds(keys, mesh), parallel.put_seeds(eval_keys, mesh)
         ids = parallel.put_seeds(np.arange(config.num_seeds, dtype=np.int32), mesh)
+        hparams = parallel.put_seeds(hparams, mesh)
     else:
-        keys, eval_keys = jax.device_put((keys, eval_keys), used[0])
+        keys, eval_keys, hparams = jax.device_put((keys, eval_keys, hparams), used[0])
         ids = jax.device_put(np.arange(config.num_seeds, dtype=np.int32), used[0])
     t = time.perf_counter()
     init_jit = jax.jit(init_fn)
-    init = init_jit.lower(keys, ids).compile(
+    init = init_jit.lower(keys, ids, hparams).compile(
         compiler_options=init_compiler_options(used[0].platform)
     )
-    abstract = init_jit.eval_shape(keys, ids)
+    abstract = init_jit.eval_shape(keys, ids, hparams)
     run_chunk = jax.jit(run_fn, donate_argnums=0).lower(abstract).compile()
     compile_s = time.perf_counter() - t
     if config.eval_episodes == 0:  # no evaluation: nothing to compile
@@ -262,7 +328,7 @@ def _compile(fns: TrainFns, devices: Sequence[Any]) -> _Compiled:
         pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jaxrl_fast-compile")
         evaluate = pool.submit(lambda: jax.jit(eval_fn).lower(abstract, eval_keys).compile())
         pool.shutdown(wait=False)
-    return _Compiled(init, run_chunk, evaluate, keys, ids, eval_keys, len(used), compile_s)
+    return _Compiled(init, run_chunk, evaluate, keys, ids, eval_keys, len(used), compile_s, hparams)
 
 
 def _restart_envs(fns: TrainFns, restored: RunnerState, fresh: RunnerState) -> RunnerState:
@@ -326,7 +392,7 @@ def _run(
         dynamic_ncols=True,
     )
     t = time.perf_counter()
-    runner = compiled.init(compiled.keys, compiled.seed_ids)
+    runner = compiled.init(compiled.keys, compiled.seed_ids, compiled.hparams)
     if progress:
         for line in fns.run.describe():
             bar.write(line)
@@ -336,6 +402,9 @@ def _run(
     restored = None if saver is None else saver.restore_latest(runner)
     if restored is not None:
         fresh, (runner, record, start) = runner, restored
+        # the hyperparameters are this call's (a forced config's new values take effect)
+        agents = runner.seeds.agent.replace(hparams=fresh.seeds.agent.hparams)
+        runner = runner._replace(seeds=runner.seeds._replace(agent=agents))
         if config.env.is_envpool:
             runner = _restart_envs(fns, runner, fresh)
             tqdm.tqdm.write(

@@ -51,9 +51,9 @@ def test_the_margin_loss_on_demonstration_rows():
     # row 3: a_E = 0 (0.1): max(0.1, 0.8, 0.8) - 0.1 = 0.7; row 2 is not a demonstration
     gaps = (1.3 + 0.2 + 0.7) / 3
     for weight in (0.0, 0.5, 2.0):
-        loss, _ = loss_fn(params, params, _batch(demo), weight)
+        loss, _ = loss_fn(params, params, _batch(demo), None, weight)
         np.testing.assert_allclose(float(loss), float(td_loss) + weight * gaps, rtol=1e-6)
-    no_demos, _ = loss_fn(params, params, _batch(None), 1.0)  # a batch without the flag
+    no_demos, _ = loss_fn(params, params, _batch(None), None, 1.0)  # a batch without the flag
     np.testing.assert_allclose(float(no_demos), float(td_loss), rtol=1e-6)
 
 
@@ -203,3 +203,10 @@ def test_recorded_demonstrations_with_prioritised_replay(probe_run, tmp_path):
     assert result.final_return.tolist() == [1.0, 1.0]
     priorities = np.asarray(result.runner.seeds.replay.priorities)
     assert np.isfinite(priorities).all()
+
+
+def test_demonstrations_refuse_a_gamma_schedule():
+    with pytest.raises(ValueError, match=r"gamma_schedule='0\.99:0\.5,0\.9'.*staged once"):
+        TrainConfig().replace(
+            demo={"source": "scripted"}, schedule={"gamma_schedule": "0.99:0.5,0.9"}
+        )

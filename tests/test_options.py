@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pytest
 from conftest import tiny_config
 
@@ -123,6 +124,9 @@ def test_resume_refuses_a_changed_config_unless_forced(finished_run):
         train(shape, progress=False, run_dir=finished_run, resume=True, force_config=True)
     result = train(changed, progress=False, run_dir=finished_run, resume=True, force_config=True)
     assert result.config.eval_episodes == 3
+    # the traced hyperparameters are the forced config's, not the checkpoint's
+    lr = np.asarray(result.runner.seeds.agent.hparams.learning_rate)
+    np.testing.assert_allclose(lr, [5e-4, 5e-4], rtol=1e-7)
     saved = json.loads((finished_run / "config.json").read_text())
     assert saved["config"]["dqn"]["learning_rate"] == 5e-4
     assert saved["forced"][0]["fields"] == ["dqn.learning_rate", "eval_episodes"]

@@ -14,7 +14,9 @@ Built in, potential-based shaping (Ng, Harada and Russell, 1999), which leaves t
 policy unchanged: `F = gamma * phi(next_obs) - phi(obs)`, with `phi = 0` after a terminal
 step, added to the reward (nothing on the rows of the reset steps, which are never sampled).
 With n-step returns the sum of `gamma^k F_k` telescopes to `gamma^n phi(s_n) - phi(s_0)`.
-`gamma` is `DQNConfig.gamma`. Names: "potential:<name>" with <name> one of `POTENTIALS`.
+`gamma` is the step's own: the fused loop passes it as `info["gamma"]` (`[S, 1]`, each seed's
+gamma schedule at that step, `jaxrl_fast.hparams`), else `DQNConfig.gamma`. Names:
+"potential:<name>" with <name> one of `POTENTIALS`.
 
 Your own: `register("name", fn)` before building the run, then `EnvConfig(reward_shaping="name")`
 (the config keeps the name, so it stays JSON and resumable).
@@ -73,7 +75,7 @@ def potential_based(potential: Callable[[Array], Array], gamma: float) -> Shapin
 
     def shape(obs, action, reward, next_obs, info):
         phi_next = jnp.where(info["terminated"], 0.0, potential(next_obs))
-        bonus = gamma * phi_next - potential(obs)
+        bonus = info.get("gamma", gamma) * phi_next - potential(obs)
         return jnp.where(info["reset"], reward, reward + bonus).astype(reward.dtype)
 
     return shape

@@ -64,10 +64,13 @@ class Buffer(NamedTuple):
 
     Attributes:
       init: `() -> state`, an empty buffer (one seed).
-      add: `(state, transition [E, ...]) -> state`; one env step of every env.
-      sample: `(state, key) -> Batch` of `batch_size` transitions.
-      update_priorities: `(state, index [B], td_error [B]) -> state`, called once after every
-        `sample` whose batch was used: sets priorities (PER) and advances sample counters.
+      add: `(state, transition [E, ...], gamma=None) -> state`; one env step of every env.
+        `gamma` (traced) is the discount of this step's n-step returns (None: the buffer's).
+      sample: `(state, key, hparams=None) -> Batch` of `batch_size` transitions; PER's beta
+        from `hparams` (an `HParams`) when given.
+      update_priorities: `(state, index [B], td_error [B], hparams=None) -> state`, called
+        once after every `sample` whose batch was used: sets priorities (PER; alpha and eps
+        from `hparams` when given) and advances sample counters.
       can_sample: `state -> [] bool`, at least one complete transition is stored.
       seed_axes: a pytree like the state with 0 on leaves that differ per seed and None on
         leaves that all seeds share (cursors: seeds add in lockstep). Use it as the state's

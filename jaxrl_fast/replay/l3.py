@@ -236,6 +236,8 @@ def make_l3(
         cur = jnp.minimum(l3.cursor, layout.batches - 1)
         extra = jax.tree.map(lambda x: x[cur], l3.rows)
         use = extra.weight > 0  # a valid L3 row replaces the L2 row; else the L2 row stays
+        if config.l3_hit_rate is not None:  # dynamic share: the first k prefetched rows
+            use = use & (jnp.arange(b3) < dynamic_rows(l3))
         if l3_weights is not None:
             extra = extra._replace(weight=l3_weights(use))
 
@@ -245,6 +247,19 @@ def make_l3(
             return a.at[batch_size - b3 :].set(jnp.where(m, b.astype(a.dtype), tail))
 
         return jax.tree.map(put, batch, extra._replace(index=jnp.full((b3,), -1, jnp.int32)))
+
+    def dynamic_rows(l3: L3State) -> Array:
+        """Rows of this batch to take from L3 (`ReplayConfig.l3_hit_rate`): the share of the
+        stored rows that only L3 holds (as if sampling uniformly over L2 and L3), at most
+        `1 - l3_hit_rate` of the batch and the `B3` rows prefetched."""
+        l2_slots = jnp.minimum(l3.committed, t2)
+        gone = l3.committed - t2  # slots evicted from L2 (may be < 0)
+        only_l3 = jnp.maximum(
+            jnp.minimum(l3.spilled, gone) - jnp.maximum(l3.spilled - layout.slots, 0), 0
+        )
+        share = only_l3 / jnp.maximum(only_l3 + l2_slots, 1).astype(jnp.float32)
+        natural = jnp.round(share * batch_size).astype(jnp.int32)
+        return jnp.minimum(natural, min(b3, int((1.0 - config.l3_hit_rate) * batch_size)))
 
     def on_update(l3: L3State, index: Array) -> L3State:
         return l3._replace(

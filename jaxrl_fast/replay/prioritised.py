@@ -26,7 +26,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxrl_fast.config import ReplayConfig
+from jaxrl_fast.config import ReplayConfig, priority_rule
 from jaxrl_fast.replay import sum_tree
 from jaxrl_fast.types import Array, PRNGKey
 
@@ -127,12 +127,20 @@ def make_sampler(kind: str, capacity: int) -> Sampler:
     return make_sum_tree_sampler(capacity) if kind == "sum_tree" else make_cumsum_sampler(capacity)
 
 
-def priority_fn(rule: str, alpha: float, eps: float) -> Callable[[Array], Array]:
-    """Map TD errors to priorities: "power" `(|td| + eps) ** alpha`, "sqrt" `sqrt(|td|) + 0.1`."""
+def priority_fn(rule: str, alpha: float, eps: float) -> Callable[..., Array]:
+    """Map TD errors to priorities: "power" `(|td| + eps) ** alpha`, "sqrt" `sqrt(|td|) + 0.1`
+    (a `ReplayConfig.priority` formula: `ReplayConfig.priority_rule`). The function takes
+    `(td, alpha=None, eps=None)`; given (traced), they replace the defaults."""
+    rule = priority_rule(rule) or rule
     if rule == "power":
-        return lambda td: jnp.power(jnp.abs(td) + eps, alpha)
+
+        def power(td, a=None, e=None):
+            a, e = (alpha if a is None else a), (eps if e is None else e)
+            return jnp.power(jnp.abs(td) + e, a)
+
+        return power
     if rule == "sqrt":
-        return lambda td: jnp.sqrt(jnp.abs(td)) + 0.1
+        return lambda td, a=None, e=None: jnp.sqrt(jnp.abs(td)) + 0.1
     raise ValueError(
         f"ReplayConfig.priority={rule!r} is not allowed; expected one of ('power', 'sqrt')."
     )
@@ -165,14 +173,15 @@ class Per(NamedTuple):
         `pos` (`ring` is its state after the add): the rows that leave L2 get priority 0, and
         the rows `n_step` slots back, whose bootstrap rows are now written, the running max
         (0 for a row that is not a transition).
-      draw: `(priorities, key, updates) -> (index [B] int32, weight [B] float32)`: proportional
-        draws and their importance weights `(N P_i)^-beta`, divided by the batch's largest; beta
-        anneals linearly from `config.beta` to 1 over `total_updates` batches (`updates` used
-        so far).
+      draw: `(priorities, key, updates, hp=None) -> (index [B] int32, weight [B] float32)`:
+        proportional draws and their importance weights `(N P_i)^-beta`, divided by the batch's
+        largest; beta anneals linearly from `config.beta` (or `hp.beta`, an `HParams`) to 1
+        over `total_updates` batches (`updates` used so far).
       l3_weights: `use [B3] bool -> [B3]` float32, the weights of rows served by L3: 1 (the
         batch's largest) for a valid row, as if drawn uniformly.
-      update: `(priorities, max_priority, index [B], td_error [B]) -> (priorities,
-        max_priority)`: the priority rule's values for the batch's live L2 rows.
+      update: `(priorities, max_priority, index [B], td_error [B], hp=None) -> (priorities,
+        max_priority)`: the priority rule's values for the batch's live L2 rows (alpha and eps
+        from `hp` when given).
     """
 
     sampler: Sampler
@@ -218,22 +227,26 @@ def make_per(
         )
         return sampler.set(priorities, index, value)
 
-    def beta(updates: Array) -> Array:
+    def beta(updates: Array, start=None) -> Array:
+        start = config.beta if start is None else start
         if not total_updates:
-            return jnp.float32(config.beta)
+            return jnp.asarray(start, jnp.float32)
         frac = jnp.minimum(updates.astype(jnp.float32) / total_updates, 1.0)
-        return config.beta + (1.0 - config.beta) * frac
+        return start + (1.0 - start) * frac
 
-    def draw(priorities: Array, key: PRNGKey, updates: Array) -> tuple[Array, Array]:
+    def draw(
+        priorities: Array, key: PRNGKey, updates: Array, hp: Any = None
+    ) -> tuple[Array, Array]:
         index, priority = sampler.draw(priorities, key, config.batch_size)
         # (N P_i)^-beta / max_j (N P_j)^-beta: N and the total cancel, priorities suffice.
-        return index, importance_weights(priority, jnp.float32(1.0), beta(updates))
+        start = None if hp is None else hp.beta
+        return index, importance_weights(priority, jnp.float32(1.0), beta(updates, start))
 
     def l3_weights(use: Array) -> Array:
         return jnp.where(use, 1.0, 0.0)
 
     def update(
-        priorities: Array, max_priority: Array, index: Array, td_error: Array
+        priorities: Array, max_priority: Array, index: Array, td_error: Array, hp: Any = None
     ) -> tuple[Array, Array]:
         # L3 rows (index -1) have no L2 row: point them at one L2 row of the batch with that
         # row's TD error. A scatter keeps one of the values written to a row, so clamping them
@@ -243,7 +256,8 @@ def make_per(
         td = jnp.where(index >= 0, td_error, td_error[anchor])
         safe = jnp.maximum(row, 0)
         current = sampler.get(priorities, safe)
-        new = to_priority(td.astype(jnp.float32))
+        knobs = () if hp is None else (hp.alpha, hp.priority_eps)
+        new = to_priority(td.astype(jnp.float32), *knobs)
         # Only rows that are live (priority > 0), came from L2 (index >= 0) and got a finite TD
         # error change (a skipped mixed-precision update may return inf/NaN TD errors).
         live = (row >= 0) & (current > 0) & jnp.isfinite(td)

@@ -20,7 +20,7 @@ deduplication.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -96,7 +96,8 @@ def make_sequence_buffer(config: ReplayConfig, example: Transition, *, frame_sta
             updates=jnp.zeros((), jnp.int32),
         )
 
-    def add(state: SequenceState, step: Transition) -> SequenceState:
+    def add(state: SequenceState, step: Transition, gamma: Any = None) -> SequenceState:
+        del gamma  # raw steps: the loss applies gamma
         row = StoredRow(
             obs=step.obs,
             action=step.action.astype(jnp.int32),
@@ -110,7 +111,8 @@ def make_sequence_buffer(config: ReplayConfig, example: Transition, *, frame_sta
         )
         return state._replace(ring=ring.add(state.ring, row), carry=carry)
 
-    def sample(state: SequenceState, key: PRNGKey) -> SequenceBatch:
+    def sample(state: SequenceState, key: PRNGKey, hp: Any = None) -> SequenceBatch:
+        del hp  # uniform
         r = state.ring
         starts = ring.sampleable_slots(r)
         n_rows = jnp.maximum(starts, 1) * num_envs
@@ -133,8 +135,10 @@ def make_sequence_buffer(config: ReplayConfig, example: Transition, *, frame_sta
             index=(first * num_envs + env).astype(jnp.int32),
         )
 
-    def update_priorities(state: SequenceState, index: Array, td_error: Array) -> SequenceState:
-        del index, td_error  # uniform sampling
+    def update_priorities(
+        state: SequenceState, index: Array, td_error: Array, hp: Any = None
+    ) -> SequenceState:
+        del index, td_error, hp  # uniform sampling
         return state._replace(updates=state.updates + 1)
 
     def can_sample(state: SequenceState) -> Array:

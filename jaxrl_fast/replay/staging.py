@@ -58,7 +58,11 @@ def stage(state: StagingState, step: Transition, gamma: float) -> tuple[StagingS
     # A step counts if no earlier step in the window ended the episode.
     ended_before = jnp.cumsum(ends, axis=0) - ends.astype(jnp.int32)
     counts = ended_before == 0  # [n, E]
-    powers = jnp.asarray([gamma**i for i in range(n)], jnp.float32)[:, None]
+    if isinstance(gamma, (int, float)):
+        powers = jnp.asarray([gamma**i for i in range(n)], jnp.float32)[:, None]
+    else:  # a traced gamma (`HParams`): the powers in float32
+        powers = jnp.power(jnp.asarray(gamma, jnp.float32), jnp.arange(n, dtype=jnp.float32))
+        powers = powers[:, None]
     ret = jnp.sum(jnp.where(counts, powers * window.reward.astype(jnp.float32), 0.0), axis=0)
     steps = jnp.sum(counts, axis=0).astype(jnp.int32)  # L in [1, n]
     terminal = jnp.any(jnp.logical_and(counts, window.terminated), axis=0)

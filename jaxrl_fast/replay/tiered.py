@@ -160,8 +160,9 @@ def make_buffer(
             demo=jax.tree.map(jnp.asarray, demos) if k_demo else None,
         )
 
-    def add(state: ReplayState, step: Transition) -> ReplayState:
-        stage, row = staging.stage(state.staging, step, gamma)
+    def add(state: ReplayState, step: Transition, step_gamma: Array | None = None) -> ReplayState:
+        # the n-step return and discount take the gamma of this step (traced), else `gamma`
+        stage, row = staging.stage(state.staging, step, gamma if step_gamma is None else step_gamma)
         ring_state = ring.add(state.ring, row)
         priorities = state.priorities
         if per is not None:
@@ -170,11 +171,11 @@ def make_buffer(
         l3 = tier.on_add(state.l3) if tier is not None else None
         return state._replace(staging=stage, ring=ring_state, priorities=priorities, l3=l3)
 
-    def sample(state: ReplayState, key: PRNGKey) -> Batch:
+    def sample(state: ReplayState, key: PRNGKey, hp: Any = None) -> Batch:
         if k_demo:
             key, key_demo = jax.random.split(key)
         if per is not None:
-            index, w = per.draw(state.priorities, key, state.updates)
+            index, w = per.draw(state.priorities, key, state.updates, hp)
             batch = ring.gather(state.ring, index)
             batch = batch._replace(weight=w * batch.weight)  # w = 0 while the total is 0
         else:
@@ -185,10 +186,12 @@ def make_buffer(
             return batch
         return tier.mix(state.l3, batch, per.l3_weights if per is not None else None)
 
-    def update_priorities(state: ReplayState, index: Array, td_error: Array) -> ReplayState:
+    def update_priorities(
+        state: ReplayState, index: Array, td_error: Array, hp: Any = None
+    ) -> ReplayState:
         priorities, max_p = state.priorities, state.max_priority
         if per is not None:
-            priorities, max_p = per.update(priorities, max_p, index, td_error)
+            priorities, max_p = per.update(priorities, max_p, index, td_error, hp)
         l3 = tier.on_update(state.l3, index) if tier is not None else None
         return state._replace(
             priorities=priorities, max_priority=max_p, updates=state.updates + 1, l3=l3

@@ -282,3 +282,49 @@ def test_bad_l3_capacities_raise_naming_fields():
         make_buffer(_config(l3_capacity=81), _example(), num_seeds=S, sync_every=SYNC)
     with pytest.raises(ValueError, match="capacity=12 and l3_capacity"):
         make_buffer(_config(capacity=12), _example(), num_seeds=S, sync_every=SYNC)
+
+
+def test_dynamic_share_holds_the_l2_hit_rate_and_follows_the_stored_rows():
+    # batches of 20, up to 10 rows prefetched from L3; hold the L2 hit rate >= 85%: <= 3 L3 rows
+    buf, _ = _buffer(_config(batch_size=20, l3_share=0.5, l3_hit_rate=0.85))
+    try:
+        _, (committed, spilled, batch) = _run(buf)
+    finally:
+        buf.close()
+    committed = np.asarray(committed)
+    l3_rows = (np.asarray(batch.index) < 0).sum(axis=-1)  # [steps, S]
+    assert l3_rows.max() == 3  # the cap: 15% of 20
+    assert (l3_rows[committed <= T2] == 0).all()  # nothing evicted from L2 yet: all from L2
+    # once L3 holds more than L2 the natural share (> 1/2) is capped: exactly 3 rows
+    np.testing.assert_array_equal(l3_rows[-100:], 3)
+    drawn = 20.0 * len(l3_rows)
+    assert (1.0 - l3_rows.sum(axis=0) / drawn >= 0.85).all()
+
+
+def test_dynamic_share_follows_the_rows_only_l3_holds():
+    # L3 of 50 slots behind an L2 of 40: L3 alone holds 10-20 slots, so the share of a batch
+    # drawn from it follows n3 / (n3 + 40) (about 20-33%) under a loose hit-rate floor of 5%
+    t3 = 50
+    buf, _ = _buffer(_config(batch_size=20, l3_share=0.5, l3_capacity=t3 * E, l3_hit_rate=0.05))
+    try:
+        _, (committed, spilled, batch) = _run(buf)
+    finally:
+        buf.close()
+    committed = np.asarray(committed)
+    spilled = np.concatenate([[0], np.asarray(spilled)[:-1]])  # when each batch was drawn
+    only_l3 = np.maximum(np.minimum(spilled, committed - T2) - np.maximum(spilled - t3, 0), 0)
+    natural = np.minimum(np.round(20 * only_l3 / (only_l3 + np.minimum(committed, T2))), 10)
+    l3_rows = (np.asarray(batch.index) < 0).sum(axis=-1)  # [steps, S]
+    assert (l3_rows <= natural[:, None]).all()
+    late = slice(STEPS - 100, None)
+    assert 3 <= natural[late].min() < natural[late].max() <= 8  # it moves with the tiers
+    np.testing.assert_array_equal(l3_rows[late], np.broadcast_to(natural[late, None], (100, S)))
+
+
+def test_dynamic_share_needs_l3_and_a_largest_share():
+    with pytest.raises(ValueError, match=r"l3_hit_rate=0\.85 needs an L3 tier"):
+        ReplayConfig(l3_hit_rate=0.85)
+    with pytest.raises(ValueError, match=r"ReplayConfig\.l3_hit_rate=.*l3_share > 0"):
+        _config(l3_share=0.0, l3_hit_rate=0.85)
+    with pytest.raises(ValueError, match=r"ReplayConfig\.l3_hit_rate=1\.5"):
+        _config(l3_hit_rate=1.5)

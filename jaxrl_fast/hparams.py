@@ -1,0 +1,146 @@
+"""Traced hyperparameters: the values that change no shape, as data (STYLE 3.3).
+
+`HParams` holds every hyperparameter the compiled loop reads as a value rather than as a
+shape or a code path: the learning rate and its schedule, gamma and its phases, the epsilon
+schedule, the target update rate, PER's alpha, beta and eps, the Huber delta and the clip norm.
+The loop keeps one `HParams` per seed in its carry (`AgentState.hparams`, leaves `[S]`), so a
+sweep over them is one program that compiles once (`jaxrl_fast.sweep`). Schedule kinds are
+numbers here (`LR_KINDS`, `EPSILON_KINDS`): every kind's formula is a few scalar operations,
+all computed, one selected.
+
+`SWEEPABLE` maps the dotted config fields a sweep may vary to what they set; any other field
+changes shapes or code paths and is refused (`check_sweepable`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from jaxrl_fast.config import (
+    _LR_SCHEDULES as LR_KINDS,
+)
+from jaxrl_fast.config import (
+    EPSILON_SCHEDULES as EPSILON_KINDS,
+)
+from jaxrl_fast.config import (
+    MAX_GAMMA_PHASES,
+    DQNConfig,
+    ReplayConfig,
+    ScheduleConfig,
+    TrainConfig,
+    parse_gamma_schedule,
+)
+from jaxrl_fast.types import Array
+
+
+class HParams(NamedTuple):
+    """One seed's traced hyperparameters (float32 scalars unless said; `[S]` in the carry).
+
+    Attributes mirror the config fields of `SWEEPABLE`; `max_grad_norm` is `inf` for no clip,
+    `lr_kind` / `epsilon_kind` index `LR_KINDS` / `EPSILON_KINDS` (int32), and the gamma
+    schedule is `gamma_values [G]` with `gamma_until [G]` (phase i holds while the training
+    fraction is below `gamma_until[i]`; `inf` pads), G = `MAX_GAMMA_PHASES`.
+    """
+
+    learning_rate: Array
+    lr_kind: Array
+    lr_end_fraction: Array
+    lr_period_fraction: Array
+    gamma_values: Array
+    gamma_until: Array
+    epsilon_kind: Array
+    epsilon_start: Array
+    epsilon_end: Array
+    epsilon_fraction: Array
+    epsilon_factor: Array
+    epsilon_every: Array
+    tau: Array
+    huber_delta: Array
+    max_grad_norm: Array
+    alpha: Array
+    beta: Array
+    priority_eps: Array
+
+
+# dotted config field -> what it sets (the gamma phases come from two fields)
+SWEEPABLE = (
+    "dqn.learning_rate",
+    "dqn.gamma",
+    "dqn.tau",
+    "dqn.huber_delta",
+    "dqn.max_grad_norm",
+    "schedule.lr_schedule",
+    "schedule.lr_end_fraction",
+    "schedule.lr_period_fraction",
+    "schedule.gamma_schedule",
+    "schedule.epsilon_schedule",
+    "schedule.epsilon_start",
+    "schedule.epsilon_end",
+    "schedule.epsilon_fraction",
+    "schedule.epsilon_factor",
+    "schedule.epsilon_every",
+    "replay.alpha",
+    "replay.beta",
+    "replay.priority_eps",
+)
+
+
+def gamma_phases(dqn: DQNConfig, schedule: ScheduleConfig) -> tuple[np.ndarray, np.ndarray]:
+    """`(values [G], until [G])` float32 of a gamma schedule (constant: one phase)."""
+    phases = parse_gamma_schedule(schedule.gamma_schedule) or [(dqn.gamma, math.inf)]
+    phases = phases + [phases[-1]] * (MAX_GAMMA_PHASES - len(phases))
+    values = np.asarray([g for g, _ in phases], np.float32)
+    until = np.asarray([u for _, u in phases], np.float32)
+    return values, until
+
+
+def hparams_of(config: TrainConfig) -> HParams:
+    """The `HParams` a config sets (numpy scalars, one seed)."""
+    return hparams_from_parts(config.dqn, config.schedule, config.replay)
+
+
+def hparams_from_parts(d: DQNConfig, s: ScheduleConfig, r: ReplayConfig) -> HParams:
+    """The `HParams` of the part configs that hold them."""
+    f = np.float32
+    values, until = gamma_phases(d, s)
+    return HParams(
+        learning_rate=f(d.learning_rate),
+        lr_kind=np.int32(LR_KINDS.index(s.lr_schedule)),
+        lr_end_fraction=f(s.lr_end_fraction),
+        lr_period_fraction=f(s.lr_period_fraction),
+        gamma_values=values,
+        gamma_until=until,
+        epsilon_kind=np.int32(EPSILON_KINDS.index(s.epsilon_schedule)),
+        epsilon_start=f(s.epsilon_start),
+        epsilon_end=f(s.epsilon_end),
+        epsilon_fraction=f(s.epsilon_fraction),
+        epsilon_factor=f(s.epsilon_factor),
+        epsilon_every=f(s.epsilon_every),
+        tau=f(d.tau),
+        huber_delta=f(d.huber_delta),
+        max_grad_norm=f(math.inf if d.max_grad_norm is None else d.max_grad_norm),
+        alpha=f(r.alpha),
+        beta=f(r.beta),
+        priority_eps=f(r.priority_eps),
+    )
+
+
+def stack(hparams: list[HParams]) -> HParams:
+    """Stack per-seed `HParams` into one with leaves `[S, ...]`."""
+    return HParams(*(np.stack(leaves) for leaves in zip(*hparams, strict=True)))
+
+
+def check_sweepable(name: str) -> None:
+    """Raise a `ValueError` unless the dotted field `name` may vary within one program."""
+    if name in SWEEPABLE:
+        return
+    why = (
+        "it changes array shapes or a code path, so each value needs its own compiled program "
+        "(run one `train` per value)"
+    )
+    raise ValueError(
+        f"sweep: {name!r} cannot be swept: {why}. Sweepable fields: {', '.join(SWEEPABLE)}."
+    )
