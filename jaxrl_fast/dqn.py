@@ -184,6 +184,43 @@ def _margin_weight(demo, agent: AgentState) -> tuple:
     return (weight * jnp.clip(left, 0.0, 1.0),)
 
 
+def _first_gamma(count, hp: HParams):
+    """The default gamma of the recurrent loss: the schedule's first phase."""
+    del count
+    return hp.gamma_values[0]
+
+
+def _optimizer_of(config: DQNConfig, learning_rate, exchange: Exchange, precision):
+    """`hp -> optimiser` of a seed's hyperparameters (its structure never depends on them);
+    `learning_rate` a `(count, hp) -> lr` schedule, a float, or None (`hp.learning_rate`)."""
+    if learning_rate is None or not callable(learning_rate):
+        constant = learning_rate
+
+        def learning_rate(count, hp):
+            return jnp.asarray(hp.learning_rate if constant is None else constant, jnp.float32)
+
+    def optimizer(hp: HParams) -> optax.GradientTransformation:
+        tx = make_optimizer(
+            config, lambda count: learning_rate(count, hp), exchange, hp.max_grad_norm
+        )
+        return mp.skip_nonfinite(tx, exchange.all) if precision.skip_nonfinite else tx
+
+    return optimizer
+
+
+def update_target(agent: AgentState) -> AgentState:
+    """Polyak step `tau * online + (1 - tau) * target` with the seed's `tau`; `tau = 1` copies
+    (bitwise)."""
+    tau = agent.hparams.tau
+    return agent.replace(
+        target_params=jax.tree.map(
+            lambda p, t: jnp.where(tau >= 1.0, p, tau * p + (1.0 - tau) * t),
+            agent.params,
+            agent.target_params,
+        )
+    )
+
+
 def make_agent(
     config: DQNConfig,
     network: nn.Module,
@@ -229,24 +266,9 @@ def make_agent(
     precision = precision or mp.PrecisionPolicy()
     exchange = exchange or Exchange()
     default_hp = hparams or hparams_from_parts(config, ScheduleConfig(), ReplayConfig())
-    if learning_rate is None or not callable(learning_rate):
-        constant = learning_rate
-
-        def learning_rate(count, hp):
-            return jnp.asarray(hp.learning_rate if constant is None else constant, jnp.float32)
-
+    optimizer = _optimizer_of(config, learning_rate, exchange, precision)
     if update_gamma is None:
-
-        def update_gamma(count, hp):
-            return hp.gamma_values[0]
-
-    def optimizer(hp: HParams) -> optax.GradientTransformation:
-        """The optimiser of a seed's hyperparameters (its structure never depends on them)."""
-        tx = make_optimizer(
-            config, lambda count: learning_rate(count, hp), exchange, hp.max_grad_norm
-        )
-        return mp.skip_nonfinite(tx, exchange.all) if precision.skip_nonfinite else tx
-
+        update_gamma = _first_gamma
     loss_scale = mp.make_loss_scale(precision)
     network_fp32 = network.clone(dtype=jnp.float32) if precision.fallback else network
     recurrent = getattr(network, "lstm", 0) > 0
@@ -354,17 +376,6 @@ def make_agent(
             loss_scale=scale_state,
         )
         return new, td, metrics
-
-    def update_target(agent: AgentState) -> AgentState:
-        """Polyak step `tau * online + (1 - tau) * target`; `tau = 1` copies (bitwise)."""
-        tau = agent.hparams.tau
-        return agent.replace(
-            target_params=jax.tree.map(
-                lambda p, t: jnp.where(tau >= 1.0, p, tau * p + (1.0 - tau) * t),
-                agent.params,
-                agent.target_params,
-            )
-        )
 
     return Agent(
         init=init,
