@@ -8,6 +8,8 @@ gradients is skipped, and after the fallback the same compiled update computes i
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any, Callable, NamedTuple
 
 import flax.linen as nn
@@ -107,8 +109,8 @@ def make_optimizer(
 ) -> optax.GradientTransformation:
     """Adam with global-norm clipping before it; 1-bit Adam over data replicas when `exchange`
     compresses (clipping then acts on each replica's local gradient). `max_norm` (traced)
-    overrides `config.max_grad_norm`; no clip is a clip at `inf` (the gradients pass bitwise
-    unchanged), so the optimiser state has one structure whatever the norm."""
+    overrides `config.max_grad_norm` (a seed that does not clip among seeds that do has `inf`:
+    its gradients pass bitwise unchanged); with neither, no clip."""
     if exchange is not None and exchange.onebit:
         adam = onebit_adam(
             learning_rate,
@@ -119,7 +121,9 @@ def make_optimizer(
     else:
         adam = optax.adam(learning_rate, eps=config.adam_eps)
     if max_norm is None:
-        max_norm = jnp.inf if config.max_grad_norm is None else config.max_grad_norm
+        max_norm = config.max_grad_norm
+    if max_norm is None:
+        return adam
     return optax.chain(optax.clip_by_global_norm(max_norm), adam)
 
 
@@ -190,7 +194,7 @@ def _first_gamma(count, hp: HParams):
     return hp.gamma_values[0]
 
 
-def _optimizer_of(config: DQNConfig, learning_rate, exchange: Exchange, precision):
+def _optimizer_of(config: DQNConfig, learning_rate, exchange: Exchange, precision, clip: bool):
     """`hp -> optimiser` of a seed's hyperparameters (its structure never depends on them);
     `learning_rate` a `(count, hp) -> lr` schedule, a float, or None (`hp.learning_rate`)."""
     if learning_rate is None or not callable(learning_rate):
@@ -200,9 +204,11 @@ def _optimizer_of(config: DQNConfig, learning_rate, exchange: Exchange, precisio
             return jnp.asarray(hp.learning_rate if constant is None else constant, jnp.float32)
 
     def optimizer(hp: HParams) -> optax.GradientTransformation:
-        tx = make_optimizer(
-            config, lambda count: learning_rate(count, hp), exchange, hp.max_grad_norm
-        )
+        lr = lambda count: learning_rate(count, hp)  # noqa: E731
+        if clip:
+            tx = make_optimizer(config, lr, exchange, hp.max_grad_norm)
+        else:  # no seed clips: no clip transformation
+            tx = make_optimizer(dataclasses.replace(config, max_grad_norm=None), lr, exchange)
         return mp.skip_nonfinite(tx, exchange.all) if precision.skip_nonfinite else tx
 
     return optimizer
@@ -233,6 +239,7 @@ def make_agent(
     demo: tuple[float, float, int] | None = None,
     hparams: HParams | None = None,
     update_gamma=None,
+    clip: bool | None = None,
 ) -> Agent:
     """Build the DQN agent's functions.
 
@@ -258,6 +265,8 @@ def make_agent(
         its `tau`: they are data, so agents with other values share one compiled program.
       update_gamma: `(grad_step, hparams) -> gamma` for the recurrent loss's in-window targets
         (`Schedules.update_gamma`); default: the first gamma phase.
+      clip: compile the global-norm clip (its norm is `HParams.max_grad_norm`, `inf` for a
+        seed that does not clip); default: whether `hparams` clips (`hparams.Kinds.clip`).
 
     The functions that compute Q-values take an optional `fp32` flag (`[]` bool): compute in fp32
     instead of the policy's dtype. None uses the agent's own fallback flag. Under a seed `vmap`
@@ -266,7 +275,9 @@ def make_agent(
     precision = precision or mp.PrecisionPolicy()
     exchange = exchange or Exchange()
     default_hp = hparams or hparams_from_parts(config, ScheduleConfig(), ReplayConfig())
-    optimizer = _optimizer_of(config, learning_rate, exchange, precision)
+    if clip is None:
+        clip = bool(math.isfinite(float(default_hp.max_grad_norm)))
+    optimizer = _optimizer_of(config, learning_rate, exchange, precision, clip)
     if update_gamma is None:
         update_gamma = _first_gamma
     loss_scale = mp.make_loss_scale(precision)

@@ -128,6 +128,31 @@ def hparams_from_parts(d: DQNConfig, s: ScheduleConfig, r: ReplayConfig) -> HPar
     )
 
 
+class Kinds(NamedTuple):
+    """What the seeds' `HParams` need compiled (static): the learning-rate and epsilon schedule
+    kinds present (indices of `LR_KINDS` / `EPSILON_KINDS`), whether any gamma schedule has
+    phases, whether any seed clips its gradients. Only these are traced into the program; the
+    values stay data. A plain run compiles its own kinds only."""
+
+    lr: tuple[int, ...]
+    epsilon: tuple[int, ...]
+    gamma_phases: bool
+    clip: bool
+
+
+def kinds_of(hparams: HParams) -> Kinds:
+    """The `Kinds` of one `HParams` or of a stack of them (leading seed axis)."""
+    lr = np.unique(np.asarray(hparams.lr_kind)).tolist()
+    eps = np.unique(np.asarray(hparams.epsilon_kind)).tolist()
+    until = np.asarray(hparams.gamma_until)
+    return Kinds(
+        lr=tuple(int(k) for k in lr),
+        epsilon=tuple(int(k) for k in eps),
+        gamma_phases=bool(np.isfinite(until[..., 0]).any()),
+        clip=bool(np.isfinite(np.asarray(hparams.max_grad_norm)).any()),
+    )
+
+
 def stack(hparams: list[HParams]) -> HParams:
     """Stack per-seed `HParams` into one with leaves `[S, ...]`."""
     return HParams(*(np.stack(leaves) for leaves in zip(*hparams, strict=True)))

@@ -46,7 +46,7 @@ from jaxrl_fast.envs.seeded import SeededEnv
 from jaxrl_fast.envs.shaping import make_shaping
 from jaxrl_fast.envs.variation import Variation, make_variation
 from jaxrl_fast.evaluate import make_evaluate
-from jaxrl_fast.hparams import HParams, hparams_of
+from jaxrl_fast.hparams import HParams, Kinds, hparams_of, kinds_of
 from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.parallel.exchange import Exchange, make_exchange
 from jaxrl_fast.replay import Buffer, make_buffer
@@ -164,7 +164,7 @@ def _sum_steps(tree: Any) -> Any:
 
 
 def _agent_and_buffer(
-    run: ResolvedRun, schedules: Schedules, exchange: Exchange
+    run: ResolvedRun, schedules: Schedules, exchange: Exchange, kinds: Kinds
 ) -> tuple[Agent, Buffer]:
     """The agent (network, optimiser, precision) and one seed's replay buffer of a run."""
     config, spec = run.config, run.env.spec
@@ -179,6 +179,7 @@ def _agent_and_buffer(
         learning_rate=schedules.learning_rate,
         hparams=hparams_of(config),
         update_gamma=schedules.update_gamma,
+        clip=kinds.clip,
         precision=run.precision,
         exchange=exchange,
         sequence=(replay.burn_in, replay.sequence_length, replay.n_step)
@@ -290,13 +291,20 @@ def _make_learn(
     return learn, skip_learning
 
 
-def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = None) -> TrainFns:
+def make_train(
+    run: ResolvedRun | TrainConfig,
+    *,
+    env: Env | SeededEnv | None = None,
+    kinds: Kinds | None = None,
+) -> TrainFns:
     """Build the fused loop's functions; nothing is compiled here.
 
     Args:
       run: a `ResolvedRun` (`resolve.resolve`), or a `TrainConfig` to resolve for the first
         local device.
       env: with a `TrainConfig`, an env to train on instead of `config.env.name`.
+      kinds: the schedule kinds and clipping the seeds' `HParams` (an argument of `init`) may
+        use (`hparams.kinds_of`, a sweep's); default: the config's own.
 
     Returns:
       `TrainFns`. Jit `init`, and `run_chunk` with `donate_argnums=0`.
@@ -315,9 +323,10 @@ def make_train(run: ResolvedRun | TrainConfig, *, env: Env | SeededEnv | None = 
     if isinstance(run, TrainConfig):
         run = resolve(run, env=env)
     config, env = run.config, run.env
-    schedules = make_schedules(config)
+    kinds = kinds or kinds_of(hparams_of(config))
+    schedules = make_schedules(config, kinds)
     exchange = make_exchange(config.parallel, config.total_updates)
-    agent, buffer = _agent_and_buffer(run, schedules, exchange)
+    agent, buffer = _agent_and_buffer(run, schedules, exchange, kinds)
     evaluate_agents = make_evaluate(config, agent)
     seed_axes = SeedState(
         agent=0, replay=buffer.seed_axes, env_state=env.state_axes, obs=0, key=0, carry=0

@@ -19,7 +19,7 @@ from typing import Callable, NamedTuple
 import jax.numpy as jnp
 
 from jaxrl_fast.config import TrainConfig
-from jaxrl_fast.hparams import HParams, hparams_of
+from jaxrl_fast.hparams import HParams, Kinds, hparams_of, kinds_of
 
 
 class Schedules(NamedTuple):
@@ -73,9 +73,22 @@ def phase_value(values, until, fraction):
     return values[jnp.minimum(index, values.shape[-1] - 1)]
 
 
-def make_schedules(config: TrainConfig) -> Schedules:
-    """Build the run's schedules (`ScheduleConfig`); the numbers come from an `HParams`."""
+def _pick(kind, formulas: dict[int, Callable[[], object]], present: tuple[int, ...]):
+    """The formula of `kind` among those `present` (only those are traced)."""
+    if len(present) == 1:
+        return formulas[present[0]]()
+    values = {k: formulas[k]() for k in present}
+    first = values[present[0]]
+    return jnp.select([kind == k for k in present[1:]], [values[k] for k in present[1:]], first)
+
+
+def make_schedules(config: TrainConfig, kinds: Kinds | None = None) -> Schedules:
+    """Build the run's schedules (`ScheduleConfig`); the numbers come from an `HParams`.
+
+    `kinds`: the schedule kinds the seeds' `HParams` may hold (`hparams.kinds_of`, a sweep's);
+    default: the config's own. Only those formulas are traced."""
     defaults = hparams_of(config)
+    kinds = kinds or kinds_of(defaults)
     total_env = float(config.total_env_steps)
     total_updates = float(config.total_updates)
     num_envs = config.env.num_envs
@@ -86,20 +99,31 @@ def make_schedules(config: TrainConfig) -> Schedules:
 
     def epsilon(env_step, hp=None):
         hp, t = _hp(hp), jnp.asarray(env_step, f32)
-        lin = linear(hp.epsilon_start, hp.epsilon_end, hp.epsilon_fraction * total_env, t)
-        fac = factor_decay(hp.epsilon_start, hp.epsilon_factor, hp.epsilon_every, hp.epsilon_end, t)
-        return jnp.where(hp.epsilon_kind == 1, fac, lin).astype(f32)
+        formulas = {
+            0: lambda: linear(hp.epsilon_start, hp.epsilon_end, hp.epsilon_fraction * total_env, t),
+            1: lambda: factor_decay(
+                hp.epsilon_start, hp.epsilon_factor, hp.epsilon_every, hp.epsilon_end, t
+            ),
+        }
+        return jnp.asarray(_pick(hp.epsilon_kind, formulas, kinds.epsilon), f32)
 
     def learning_rate(grad_step, hp=None):
         hp, t = _hp(hp), jnp.asarray(grad_step, f32)
         lr = jnp.asarray(hp.learning_rate, f32)
-        lin = linear(lr, lr * hp.lr_end_fraction, total_updates, t)
-        cos = cosine_restarts(lr, hp.lr_end_fraction, hp.lr_period_fraction * total_updates, t)
-        return jnp.select([hp.lr_kind == 1, hp.lr_kind == 2], [lin, cos], lr).astype(f32)
+        formulas = {
+            0: lambda: lr,
+            1: lambda: linear(lr, lr * hp.lr_end_fraction, total_updates, t),
+            2: lambda: cosine_restarts(
+                lr, hp.lr_end_fraction, hp.lr_period_fraction * total_updates, t
+            ),
+        }
+        return jnp.asarray(_pick(hp.lr_kind, formulas, kinds.lr), f32)
 
     def gamma(fraction, hp=None):
         hp = _hp(hp)
         values, until = jnp.asarray(hp.gamma_values, f32), jnp.asarray(hp.gamma_until, f32)
+        if not kinds.gamma_phases:  # every seed's gamma is constant
+            return values[..., 0]
         return phase_value(values, until, jnp.asarray(fraction, f32))
 
     def collect_epsilon(collect_index, hp=None):

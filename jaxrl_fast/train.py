@@ -133,7 +133,7 @@ def train(
 
     if plan is not None:
         _check_sweep_run(run.config, plan, run_dir, resume)
-    fns = make_train(run)
+    fns = make_train(run, kinds=None if plan is None else hparams_mod.kinds_of(plan.hparams))
     if saver is not None:  # the L3 tier's host arrays go into the checkpoints too
         saver.host_state = fns.buffer.host_state
         saver.load_host_state = lambda arrays, runner: fns.buffer.load_host_state(

@@ -11,7 +11,7 @@ import pytest
 from conftest import tiny_config
 
 from jaxrl_fast.config import ReplayConfig, ScheduleConfig, parse_gamma_schedule
-from jaxrl_fast.hparams import hparams_of, stack
+from jaxrl_fast.hparams import hparams_of, kinds_of, stack
 from jaxrl_fast.replay import staging
 from jaxrl_fast.schedules import cosine_restarts, factor_decay, make_schedules
 from jaxrl_fast.types import Transition
@@ -99,7 +99,9 @@ def test_schedules_take_each_seeds_hparams_under_vmap():
         dqn={"learning_rate": 5e-3},
     )
     hp = stack([hparams_of(a), hparams_of(b)])
-    s = make_schedules(a)  # b's values come in as data only
+    kinds = kinds_of(hp)  # the kinds present (constant and linear lr; linear and factor eps)
+    assert (kinds.lr, kinds.epsilon, kinds.clip) == ((0, 1), (0, 1), True)
+    s = make_schedules(a, kinds)  # b's values come in as data only
     lr = jax.vmap(s.learning_rate, (None, 0))(100, hp)
     np.testing.assert_allclose(lr, [1e-3, 2.5e-3], rtol=1e-5)
     eps = jax.vmap(s.epsilon, (None, 0))(25, hp)
@@ -206,3 +208,14 @@ def test_the_loop_commits_each_transition_with_the_gamma_of_its_step():
     assert early.size > 100 and late.size > 100
     np.testing.assert_allclose(early, 0.9, rtol=1e-7)  # committed before 50%: 440 env steps
     np.testing.assert_allclose(late, 0.5, rtol=1e-7)
+
+
+def test_only_the_kinds_present_are_traced():
+    cfg = tiny_config()
+    hp = hparams_of(cfg.replace(schedule={"lr_schedule": "linear"}))
+    constant_only = make_schedules(cfg)  # the config's kinds: a constant learning rate
+    assert float(constant_only.learning_rate(100, hp)) == pytest.approx(1e-3)
+    both = make_schedules(cfg, kinds_of(stack([hparams_of(cfg), hp])))
+    assert float(both.learning_rate(100, hp)) == pytest.approx(5e-4)
+    no_phases = make_schedules(cfg)
+    assert float(no_phases.gamma(0.9)) == pytest.approx(0.9)
