@@ -15,6 +15,7 @@ from typing import Any, Callable, NamedTuple
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
@@ -188,6 +189,17 @@ def _margin_weight(demo, agent: AgentState) -> tuple:
     return (weight * jnp.clip(left, 0.0, 1.0),)
 
 
+def _policy_loss_scale(hp: HParams, precision: mp.PrecisionPolicy) -> HParams:
+    """`hp` with the loss-scale settings of the precision policy."""
+    return hp._replace(
+        initial_scale=np.float32(precision.scale),
+        growth_interval=np.int32(precision.growth_interval),
+        min_scale=np.float32(precision.min_scale),
+        fallback_overflows=np.int32(precision.fallback_overflows),
+        fallback_window=np.int32(precision.fallback_window),
+    )
+
+
 def _first_gamma(count, hp: HParams):
     """The default gamma of the recurrent loss: the schedule's first phase."""
     del count
@@ -274,7 +286,9 @@ def make_agent(
     """
     precision = precision or mp.PrecisionPolicy()
     exchange = exchange or Exchange()
-    default_hp = hparams or hparams_from_parts(config, ScheduleConfig(), ReplayConfig())
+    default_hp = hparams or _policy_loss_scale(
+        hparams_from_parts(config, ScheduleConfig(), ReplayConfig()), precision
+    )
     if clip is None:
         clip = bool(math.isfinite(float(default_hp.max_grad_norm)))
     optimizer = _optimizer_of(config, learning_rate, exchange, precision, clip)
@@ -319,7 +333,7 @@ def make_agent(
             target_params=params,
             opt_state=optimizer(hp).init(params),
             grad_steps=jnp.zeros((), jnp.int32),
-            loss_scale=loss_scale.init(),
+            loss_scale=loss_scale.init(hp),
             hparams=hp,
         )
 
@@ -378,7 +392,7 @@ def make_agent(
         )
         if precision.skip_nonfinite:
             finite = exchange.all(mp.all_finite(grads))
-            scale_state = loss_scale.adjust(scale_state, finite)
+            scale_state = loss_scale.adjust(scale_state, finite, agent.hparams)
             metrics = jax.tree.map(lambda v: jnp.where(finite, v, 0.0), metrics)
         new = agent.replace(
             params=params,

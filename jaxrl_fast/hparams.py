@@ -2,7 +2,8 @@
 
 `HParams` holds every hyperparameter the compiled loop reads as a value rather than as a
 shape or a code path: the learning rate and its schedule, gamma and its phases, the epsilon
-schedule, the target update rate, PER's alpha, beta and eps, the Huber delta and the clip norm.
+schedule, the target update rate, PER's alpha, beta and eps, the Huber delta, the clip norm
+and the dynamic loss scale's settings.
 The loop keeps one `HParams` per seed in its carry (`AgentState.hparams`, leaves `[S]`), so a
 sweep over them is one program that compiles once (`jaxrl_fast.sweep`). Schedule kinds are
 numbers here (`LR_KINDS`, `EPSILON_KINDS`): every kind's formula is a few scalar operations,
@@ -28,6 +29,7 @@ from jaxrl_fast.config import (
 from jaxrl_fast.config import (
     MAX_GAMMA_PHASES,
     DQNConfig,
+    PrecisionConfig,
     ReplayConfig,
     ScheduleConfig,
     TrainConfig,
@@ -63,6 +65,11 @@ class HParams(NamedTuple):
     alpha: Array
     beta: Array
     priority_eps: Array
+    initial_scale: Array
+    growth_interval: Array
+    min_scale: Array
+    fallback_overflows: Array
+    fallback_window: Array
 
 
 # dotted config field -> what it sets (the gamma phases come from two fields)
@@ -85,6 +92,11 @@ SWEEPABLE = (
     "replay.alpha",
     "replay.beta",
     "replay.priority_eps",
+    "precision.initial_scale",
+    "precision.growth_interval",
+    "precision.min_scale",
+    "precision.fallback_overflows",
+    "precision.fallback_window",
 )
 
 
@@ -99,12 +111,15 @@ def gamma_phases(dqn: DQNConfig, schedule: ScheduleConfig) -> tuple[np.ndarray, 
 
 def hparams_of(config: TrainConfig) -> HParams:
     """The `HParams` a config sets (numpy scalars, one seed)."""
-    return hparams_from_parts(config.dqn, config.schedule, config.replay)
+    return hparams_from_parts(config.dqn, config.schedule, config.replay, config.precision)
 
 
-def hparams_from_parts(d: DQNConfig, s: ScheduleConfig, r: ReplayConfig) -> HParams:
+def hparams_from_parts(
+    d: DQNConfig, s: ScheduleConfig, r: ReplayConfig, p: PrecisionConfig | None = None
+) -> HParams:
     """The `HParams` of the part configs that hold them."""
-    f = np.float32
+    f, i = np.float32, np.int32
+    p = p or PrecisionConfig()
     values, until = gamma_phases(d, s)
     return HParams(
         learning_rate=f(d.learning_rate),
@@ -125,6 +140,11 @@ def hparams_from_parts(d: DQNConfig, s: ScheduleConfig, r: ReplayConfig) -> HPar
         alpha=f(r.alpha),
         beta=f(r.beta),
         priority_eps=f(r.priority_eps),
+        initial_scale=f(p.initial_scale),
+        growth_interval=i(p.growth_interval),
+        min_scale=f(p.min_scale),
+        fallback_overflows=i(p.fallback_overflows),
+        fallback_window=i(p.fallback_window),
     )
 
 

@@ -191,14 +191,19 @@ class LossScaleState(NamedTuple):
 class LossScale(NamedTuple):
     """Pure functions over a `LossScaleState`, built by `make_loss_scale`."""
 
-    init: Callable[[], LossScaleState]
+    init: Callable[..., LossScaleState]
     scale: Callable[[Array, LossScaleState], Array]
     unscale: Callable[[Any, LossScaleState], Any]
-    adjust: Callable[[LossScaleState, Array], LossScaleState]
+    adjust: Callable[..., LossScaleState]
 
 
 def make_loss_scale(precision: PrecisionPolicy) -> LossScale:
     """Build the loss-scale functions for `precision`.
+
+    `init(knobs=None)` and `adjust(state, finite, knobs=None)`: `knobs` (traced, an `HParams`)
+    gives `initial_scale`, `growth_interval`, `min_scale`, `fallback_overflows` and
+    `fallback_window` instead of the policy's (`PrecisionConfig`); a static scale stays the
+    policy's.
 
     `adjust(state, finite)` after a step:
       - finite: `good_steps + 1`; once it reaches `growth_interval` a dynamic scale doubles and
@@ -211,10 +216,11 @@ def make_loss_scale(precision: PrecisionPolicy) -> LossScale:
     """
     dynamic = precision.loss_scale == "dynamic"
 
-    def init() -> LossScaleState:
+    def init(knobs: Any = None) -> LossScaleState:
         zero = jnp.zeros((), jnp.int32)
+        start = knobs.initial_scale if (knobs is not None and dynamic) else precision.scale
         return LossScaleState(
-            scale=jnp.asarray(precision.scale, jnp.float32),
+            scale=jnp.asarray(start, jnp.float32),
             good_steps=zero,
             overflows=zero,
             window_steps=zero,
@@ -233,26 +239,27 @@ def make_loss_scale(precision: PrecisionPolicy) -> LossScale:
         inv = 1.0 / state.scale
         return jax.tree.map(lambda g: (g.astype(jnp.float32) * inv).astype(g.dtype), grads)
 
-    def adjust(state: LossScaleState, finite: Array) -> LossScaleState:
+    def adjust(state: LossScaleState, finite: Array, knobs: Any = None) -> LossScaleState:
+        p = precision if knobs is None else knobs
         overflow = jnp.logical_not(finite)
         good = state.good_steps + 1
         scale, below_floor = state.scale, jnp.zeros((), bool)
         if dynamic:
-            grow = jnp.logical_and(finite, good >= precision.growth_interval)
+            grow = jnp.logical_and(finite, good >= p.growth_interval)
             halved = state.scale * 0.5
-            below_floor = jnp.logical_and(overflow, halved < precision.min_scale)
+            below_floor = jnp.logical_and(overflow, halved < p.min_scale)
             scale = jnp.where(
                 finite,
                 jnp.where(grow, state.scale * 2.0, state.scale),
-                jnp.maximum(halved, precision.min_scale),
+                jnp.maximum(halved, p.min_scale),
             )
             good = jnp.where(jnp.logical_or(grow, overflow), 0, good)
         else:
             good = jnp.where(overflow, 0, good)
         overflows = state.overflows + overflow.astype(jnp.int32)
-        trigger = jnp.logical_or(overflows >= precision.fallback_overflows, below_floor)
+        trigger = jnp.logical_or(overflows >= p.fallback_overflows, below_floor)
         window_steps = state.window_steps + 1
-        new_window = window_steps >= precision.fallback_window
+        new_window = window_steps >= p.fallback_window
         return LossScaleState(
             scale=scale.astype(jnp.float32),
             good_steps=good.astype(jnp.int32),

@@ -124,6 +124,32 @@ def test_dynamic_scale_halves_grows_and_stops_at_floor():
     assert not bool(s.fallback)  # fallback disabled
 
 
+def test_traced_loss_scale_settings_replace_the_policys():
+    # the policy says start 8, grow after 3, floor 2; the seed's HParams say 64, 1 and 16
+    from jaxrl_fast.config import DQNConfig, ReplayConfig, ScheduleConfig
+    from jaxrl_fast.hparams import hparams_from_parts
+
+    knobs = hparams_from_parts(
+        DQNConfig(),
+        ScheduleConfig(),
+        ReplayConfig(),
+        PrecisionConfig(compute="fp16", initial_scale=64.0, growth_interval=1, min_scale=16.0),
+    )
+    scale = mp.make_loss_scale(_policy())
+    s = scale.init(knobs)
+    assert float(s.scale) == 64.0
+    s = scale.adjust(s, jnp.bool_(True), knobs)  # one finite step: double
+    assert float(s.scale) == 128.0
+    for _ in range(3):
+        s = scale.adjust(s, jnp.bool_(False), knobs)  # 64, 32, 16 (the seed's floor)
+    assert float(s.scale) == 16.0 and not bool(s.fallback)
+    s = scale.adjust(s, jnp.bool_(False), knobs)  # would fall below 16: fallback
+    assert float(s.scale) == 16.0 and bool(s.fallback)
+    # a static scale stays the policy's
+    static = mp.make_loss_scale(_policy(loss_scale="static:4"))
+    assert float(static.init(knobs).scale) == 4.0
+
+
 def test_scale_below_floor_triggers_fallback():
     scale = mp.make_loss_scale(_policy())
     s = _run(scale, scale.init(), [False, False])  # 8 -> 4 -> 2 (= floor)

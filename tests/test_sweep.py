@@ -239,3 +239,20 @@ def test_the_article_recipe_differs_from_its_preset_only_in_sweepable_fields():
     np.testing.assert_allclose(gammas[1], [0.99, 0.95, 0.9, 0.9], rtol=1e-7)
     np.testing.assert_allclose(gammas[2], [0.99] * 4, rtol=1e-7)
     np.testing.assert_allclose(plan.hparams.learning_rate, [1e-3, 3e-4, 3e-4], rtol=1e-7)
+
+
+def test_loss_scale_settings_are_sweepable_values():
+    cfg = tiny_config(precision={"compute": "fp16"})
+    plan = sweep.plan(
+        cfg,
+        {
+            ("precision.initial_scale", "precision.growth_interval"): [
+                (1024.0, 100),
+                (65536.0, 2000),
+            ]
+        },
+    )
+    np.testing.assert_array_equal(plan.hparams.initial_scale, [1024.0, 65536.0])
+    np.testing.assert_array_equal(plan.hparams.growth_interval, [100, 2000])
+    with pytest.raises(ValueError, match=r"PrecisionConfig\.min_scale"):
+        sweep.plan(cfg, {"precision.min_scale": [1e9]})  # above initial_scale
