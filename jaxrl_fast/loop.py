@@ -291,6 +291,44 @@ def _make_learn(
     return learn, skip_learning
 
 
+def _make_init(
+    config: TrainConfig,
+    env: SeededEnv,
+    agent: Agent,
+    buffer: Buffer,
+    exchange: Exchange,
+    variation: Variation | None,
+) -> Callable[..., RunnerState]:
+    """`init(keys [S], seed_ids [S] = None, hparams [S] = None) -> RunnerState`: envs reset,
+    agents and replay built, nothing collected; `hparams` None gives every seed the config's."""
+    default_hp = hparams_of(config)
+
+    def init(
+        keys: PRNGKey, seed_ids: Array | None = None, hparams: HParams | None = None
+    ) -> RunnerState:
+        split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
+        key, key_env, key_net = split[:, 0], split[:, 1], split[:, 2]
+        if exchange.active:  # a replica's own envs and draws; the seed's network
+            fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
+            key, key_env = fold(key, exchange.replica()), fold(key_env, exchange.replica())
+        if variation is None:
+            env_state, obs = env.reset(key_env)
+        else:  # each seed's env parameters: its variant, the curriculum's start
+            ids = jnp.arange(keys.shape[0]) if seed_ids is None else seed_ids
+            env_state, obs = env.reset_with(key_env, variation.initial(ids))
+        if hparams is None:  # every seed the config's values
+            hparams = jax.tree.map(
+                lambda x: jnp.broadcast_to(x, (keys.shape[0], *x.shape)), default_hp
+            )
+        agents = jax.vmap(agent.init)(key_net, obs, hparams)
+        replay = seed_vmap(lambda _: buffer.init(), 0, buffer.seed_axes)(keys)
+        carry = jax.vmap(lambda o: agent.initial_carry(o.shape[0]))(obs)
+        seeds = SeedState(agents, replay, env_state, obs, key, carry)
+        return RunnerState(seeds=seeds, block=jnp.full((), -1, jnp.int32))
+
+    return init
+
+
 def make_train(
     run: ResolvedRun | TrainConfig,
     *,
@@ -333,7 +371,6 @@ def make_train(
     )
     per_seed = run.choices.seeds_fn  # acting and updates: vmapped or one seed after another
     replay_add = seed_vmap(buffer.add, (buffer.seed_axes, 0, 0), buffer.seed_axes)
-    default_hp = hparams_of(config)
     epsilons = jax.vmap(schedules.collect_epsilon, (None, 0))  # [S], one per seed's hparams
     gammas = jax.vmap(schedules.collect_gamma, (None, 0))
     learn, skip_learning = _make_learn(config, agent, buffer, exchange, per_seed)
@@ -379,28 +416,7 @@ def make_train(
         new = SeedState(seeds.agent, replay, env_state, next_obs, key, carry)
         return new, _episode_stats(done, info)
 
-    def init(
-        keys: PRNGKey, seed_ids: Array | None = None, hparams: HParams | None = None
-    ) -> RunnerState:
-        split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
-        key, key_env, key_net = split[:, 0], split[:, 1], split[:, 2]
-        if exchange.active:  # a replica's own envs and draws; the seed's network
-            fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
-            key, key_env = fold(key, exchange.replica()), fold(key_env, exchange.replica())
-        if variation is None:
-            env_state, obs = env.reset(key_env)
-        else:  # each seed's env parameters: its variant, the curriculum's start
-            ids = jnp.arange(keys.shape[0]) if seed_ids is None else seed_ids
-            env_state, obs = env.reset_with(key_env, variation.initial(ids))
-        if hparams is None:  # every seed the config's values
-            hparams = jax.tree.map(
-                lambda x: jnp.broadcast_to(x, (keys.shape[0], *x.shape)), default_hp
-            )
-        agents = jax.vmap(agent.init)(key_net, obs, hparams)
-        replay = seed_vmap(lambda _: buffer.init(), 0, buffer.seed_axes)(keys)
-        carry = jax.vmap(lambda o: agent.initial_carry(o.shape[0]))(obs)
-        seeds = SeedState(agents, replay, env_state, obs, key, carry)
-        return RunnerState(seeds=seeds, block=jnp.full((), -1, jnp.int32))
+    init = _make_init(config, env, agent, buffer, exchange, variation)
 
     def iteration(runner: RunnerState) -> tuple[RunnerState, tuple[StepStats, UpdateMetrics]]:
         # The block counter is shared by the seeds, so its `cond`s stay real branches.
