@@ -189,8 +189,10 @@ def _margin_weight(demo, agent: AgentState) -> tuple:
     return (weight * jnp.clip(left, 0.0, 1.0),)
 
 
-def _policy_loss_scale(hp: HParams, precision: mp.PrecisionPolicy) -> HParams:
-    """`hp` with the loss-scale settings of the precision policy."""
+def _default_hparams(config: DQNConfig, precision: mp.PrecisionPolicy) -> HParams:
+    """The `HParams` of `config`, the default schedules and replay, and the loss-scale
+    settings of the precision policy."""
+    hp = hparams_from_parts(config, ScheduleConfig(), ReplayConfig())
     return hp._replace(
         initial_scale=np.float32(precision.scale),
         growth_interval=np.int32(precision.growth_interval),
@@ -286,14 +288,10 @@ def make_agent(
     """
     precision = precision or mp.PrecisionPolicy()
     exchange = exchange or Exchange()
-    default_hp = hparams or _policy_loss_scale(
-        hparams_from_parts(config, ScheduleConfig(), ReplayConfig()), precision
-    )
-    if clip is None:
-        clip = bool(math.isfinite(float(default_hp.max_grad_norm)))
+    default_hp = hparams or _default_hparams(config, precision)
+    clip = bool(math.isfinite(float(default_hp.max_grad_norm))) if clip is None else clip
     optimizer = _optimizer_of(config, learning_rate, exchange, precision, clip)
-    if update_gamma is None:
-        update_gamma = _first_gamma
+    update_gamma = update_gamma or _first_gamma
     loss_scale = mp.make_loss_scale(precision)
     network_fp32 = network.clone(dtype=jnp.float32) if precision.fallback else network
     recurrent = getattr(network, "lstm", 0) > 0

@@ -31,6 +31,7 @@ import numpy as np
 from jaxrl_fast import options
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.hparams import HParams, check_sweepable, hparams_of, stack
+from jaxrl_fast.metrics import _write_atomic as _atomic_write
 
 # two-sided 95% Student t quantiles by degrees of freedom (1 .. 30); 1.96 beyond
 _T95 = (
@@ -58,12 +59,16 @@ class SweepPlan:
 
     base: TrainConfig
     axes: tuple[tuple[str, ...], ...]
-    fields: tuple[str, ...]
     points: tuple[dict[str, Any], ...]
     seeds_per_point: int
     config: TrainConfig
     hparams: HParams
     key_index: np.ndarray
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The swept dotted names, in spec order."""
+        return tuple(n for names in self.axes for n in names)
 
     def to_dict(self) -> dict:
         """JSON-ready: fields, points and seeds per point."""
@@ -132,7 +137,6 @@ def plan(
             f"a multiple of {variants}, so that each point trains on every variant alike."
         )
     axes = _axes(spec)
-    fields = tuple(n for names, _ in axes for n in names)
     count = math.prod(len(steps) for _, steps in axes)
     if count > MAX_POINTS:
         raise ValueError(f"sweep: {count} points; at most {MAX_POINTS} in one program")
@@ -155,7 +159,7 @@ def plan(
     hparams = stack([hp for hp in per_point for _ in range(k)])
     key_index = np.tile(np.arange(k, dtype=np.int32), len(points))
     names = tuple(names for names, _ in axes)
-    return SweepPlan(config, names, fields, tuple(points), k, compiled, hparams, key_index)
+    return SweepPlan(config, names, tuple(points), k, compiled, hparams, key_index)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,12 +291,3 @@ def _json_default(x: Any) -> Any:
     if isinstance(x, np.generic):
         return x.item()
     raise TypeError(f"not JSON: {type(x).__name__}")
-
-
-def _atomic_write(path: str, text: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

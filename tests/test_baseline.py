@@ -202,3 +202,11 @@ def test_fused_and_unfused_loops_take_the_same_first_actions(epsilon):
         np.testing.assert_array_equal(fused, unfused)
     else:
         assert np.mean(fused == unfused) >= 0.95, np.mean(fused == unfused)
+
+
+def test_the_baseline_refuses_a_gamma_schedule():
+    from conftest import tiny_config
+
+    cfg = tiny_config(schedule={"gamma_schedule": "0.9:0.5,0.8"})
+    with pytest.raises(ValueError, match=r"gamma_schedule='0\.9:0\.5,0\.8'; use 'constant'"):
+        train_unfused(cfg)
