@@ -81,6 +81,11 @@ class Agent(NamedTuple):
             carry,
         )
 
+    def stored_carry(self, carry: Any) -> Any:
+        """What a replay row keeps of the acting state: a recurrent agent's `carry` (R2D2's
+        stored state), None for a feed-forward agent."""
+        return carry if self.recurrent else None
+
 
 def td_errors(q_tm1, a_tm1, r_t, discount_t, q_t_target, q_t_select=None):
     """One-step TD errors.

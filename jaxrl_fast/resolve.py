@@ -20,6 +20,7 @@ from typing import Any
 import jax
 
 from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.demos import load_demos
 from jaxrl_fast.envs import Env
 from jaxrl_fast.envs.seeded import SeededEnv, make_seeded, make_seeded_env
 from jaxrl_fast.parallel import seed_devices
@@ -38,6 +39,8 @@ class ResolvedRun:
       precision: the precision policy for the run's device.
       choices: the seed loop and the Nature torso's convolution.
       device: the (first) device the run is resolved for.
+      demos: the demonstration rows (`replay.demo.DemoRows`, `DemoConfig.source` read from
+        disk or played by the scripted controller), or None without demonstrations.
     """
 
     config: TrainConfig
@@ -45,6 +48,7 @@ class ResolvedRun:
     precision: PrecisionPolicy
     choices: SeedChoices
     device: Any
+    demos: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def describe(self) -> list[str]:
         """Lines for the start of a run: the precision, and (several seeds) how they run."""
@@ -72,6 +76,8 @@ def resolve(
       ValueError: unknown env name, an env whose size does not match `EnvConfig.num_envs`, or a
         replay that does not fit: the message names `ReplayConfig.capacity` (or `l3_capacity`)
         and `TrainConfig.num_seeds`, the bytes needed and free, and values that fit.
+      ValueError: a demonstration file (`DemoConfig.source`) that is missing, malformed or
+        recorded on another env.
       ImportError: an envpool env without the `atari` extra.
 
     Examples:
@@ -96,7 +102,8 @@ def resolve(
     check_fits(config, device=device, spec=env.spec, seed_devices=_spread(num_seeds, device))
     precision = resolve_precision(config.precision, device)
     choices = resolve_choices(config, str(device.platform))
-    return ResolvedRun(config=config, env=env, precision=precision, choices=choices, device=device)
+    demos = load_demos(config)  # files are read here, never while building or tracing
+    return ResolvedRun(config, env, precision, choices, device, demos)
 
 
 def _spread(num_seeds: int, device: Any) -> int:

@@ -1,0 +1,53 @@
+"""The learning half of a training block: `updates_per_block` x (sample -> update -> priorities)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl_fast.dqn import UpdateMetrics
+from jaxrl_fast.loop.extension import Hooks
+from jaxrl_fast.loop.parts import LoopParts
+from jaxrl_fast.loop.state import SeedState, sum_steps, zero_update_metrics
+from jaxrl_fast.seeds import seed_vmap
+from jaxrl_fast.types import Array
+
+
+def make_learn(parts: LoopParts, hooks: Hooks) -> tuple[Callable, Callable]:
+    """`learn(seeds, fp32, block) -> (seeds, UpdateMetrics summed over the block)` for all
+    seeds, and `skip_learning`, its stand-in (no update, zero metrics) in the prefill
+    iteration. Every gradient step is followed by the extensions' `after_update` hooks, given
+    the number of updates done (shared by the seeds)."""
+    agent, buffer = parts.agent, parts.buffer
+    replay_sample = seed_vmap(buffer.sample, (buffer.seed_axes, 0, 0), 0)
+    replay_priorities = seed_vmap(
+        buffer.update_priorities, (buffer.seed_axes, 0, 0, 0), buffer.seed_axes
+    )
+    update = parts.run.choices.seeds_fn(agent.update, (0, 0, None, None), 0)
+    upb = parts.config.updates_per_block
+
+    def learn_step(seeds: SeedState, fp32: Array, step: Any) -> tuple[SeedState, UpdateMetrics]:
+        split = jax.vmap(jax.random.split)(seeds.key)
+        key, key_sample = split[:, 0], split[:, 1]
+        hp = seeds.agent.hparams
+        batch = replay_sample(seeds.replay, key_sample, hp)
+        agent_state, td, metrics = update(seeds.agent, batch, fp32, step)
+        replay = replay_priorities(seeds.replay, batch.index, td, hp)
+        agent_state = hooks.after_update(agent_state, step + 1)
+        return seeds._replace(agent=agent_state, replay=replay, key=key), metrics
+
+    def learn(seeds: SeedState, fp32: Array, block: Array) -> tuple[SeedState, UpdateMetrics]:
+        first = block * upb  # updates done before this block's
+        if upb == 1:
+            return learn_step(seeds, fp32, first)
+        seeds, metrics = jax.lax.scan(
+            lambda s, j: learn_step(s, fp32, first + j), seeds, jnp.arange(upb)
+        )
+        return seeds, sum_steps(metrics)
+
+    def skip_learning(seeds: SeedState, fp32: Array, block: Array):
+        return seeds, zero_update_metrics(seeds.obs.shape[0])
+
+    return learn, skip_learning

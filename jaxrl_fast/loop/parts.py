@@ -1,0 +1,91 @@
+"""The parts a fused loop is composed of, built once from a resolved run.
+
+`make_parts(run, kinds)` builds the schedules, the data replicas' exchange, the agent and one
+seed's replay buffer; the loop (`loop.make_train`) and its extensions (`loop.extensions`) read
+them and never rebuild them.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.dqn import Agent, make_agent
+from jaxrl_fast.envs.seeded import SeededEnv
+from jaxrl_fast.hparams import Kinds, hparams_of
+from jaxrl_fast.loop.state import example_transition
+from jaxrl_fast.networks import QNetwork
+from jaxrl_fast.parallel.exchange import Exchange, make_exchange
+from jaxrl_fast.replay import Buffer, make_buffer
+from jaxrl_fast.resolve import ResolvedRun
+from jaxrl_fast.schedules import Schedules, make_schedules
+
+
+class LoopParts(NamedTuple):
+    """What a loop and its extensions are built from.
+
+    Attributes:
+      run: the resolved run (config, env, precision, seed-loop choices, demonstrations).
+      config: `run.config`.
+      env: `run.env`, the training envs of all seeds.
+      schedules: epsilon, gamma and learning-rate schedules of the seeds' `HParams`.
+      exchange: how data replicas share learning (inactive with one replica).
+      agent: the agent's functions.
+      buffer: one seed's replay buffer.
+      kinds: the schedule kinds and clipping compiled into the program.
+    """
+
+    run: ResolvedRun
+    config: TrainConfig
+    env: SeededEnv
+    schedules: Schedules
+    exchange: Exchange
+    agent: Agent
+    buffer: Buffer
+    kinds: Kinds
+
+
+def make_parts(run: ResolvedRun, kinds: Kinds) -> LoopParts:
+    """The parts of `run`'s loop; `kinds` the schedule kinds and clipping to compile."""
+    config, spec = run.config, run.env.spec
+    schedules = make_schedules(config, kinds)
+    exchange = make_exchange(config.parallel, config.total_updates)
+    network = QNetwork.for_precision(
+        config.network, spec, run.precision, conv_impl=run.choices.conv_impl
+    )
+    replay = config.replay
+    agent = make_agent(
+        config.dqn,
+        network,
+        spec.num_actions,
+        learning_rate=schedules.learning_rate,
+        hparams=hparams_of(config),
+        update_gamma=schedules.update_gamma,
+        clip=kinds.clip,
+        precision=run.precision,
+        exchange=exchange,
+        sequence=(replay.burn_in, replay.sequence_length, replay.n_step)
+        if replay.sequence_length
+        else None,
+        demo=(
+            config.demo.margin,
+            config.demo.weight,
+            int(config.demo.decay_fraction * config.total_updates),
+        )
+        if config.demo.active
+        else None,
+    )
+    buffer = make_buffer(
+        config.replay,
+        example_transition(spec, agent.stored_carry(agent.initial_carry(spec.num_envs))),
+        gamma=config.dqn.gamma,
+        num_seeds=config.num_seeds,
+        sync_every=config.collect_steps_per_block,
+        updates_per_sync=config.updates_per_block,
+        total_updates=config.total_updates,
+        seed=config.seed,
+        frame_stack=spec.frame_stack,
+        demos=run.demos,  # read when the run was resolved; None without demonstrations
+        demo_rows_per_batch=config.demo_rows_per_batch,
+    )
+    return LoopParts(run, config, run.env, schedules, exchange, agent, buffer, kinds)
