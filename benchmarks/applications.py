@@ -288,9 +288,9 @@ def run_compress(seeds: int, quick: bool) -> dict:
     fine-tuned by distillation with the pruned entries held at 0), and distilled into a
     3.7x smaller MLP; greedy returns over 64 episodes, sizes, forward-pass time."""
     from jaxrl_fast import compress
+    from jaxrl_fast.agent.network import QNetwork
     from jaxrl_fast.config import NetworkConfig
     from jaxrl_fast.envs import make_env
-    from jaxrl_fast.networks import QNetwork
 
     cfg = presets.get("cartpole").replace(num_seeds=seeds)
     if quick:

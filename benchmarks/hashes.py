@@ -35,7 +35,10 @@ def _configs() -> dict:
     cartpole = presets.get("cartpole")
     short = dict(num_chunks=1, eval_episodes=2)
     return {
-        "cartpole": (cartpole.replace(total_env_steps=12_000, learning_starts=2_000, num_seeds=2, **short), {}),
+        "cartpole": (
+            cartpole.replace(total_env_steps=12_000, learning_starts=2_000, num_seeds=2, **short),
+            {},
+        ),
         "minatar-breakout": (
             presets.get("minatar-breakout").replace(
                 total_env_steps=6_000, learning_starts=2_000, replay={"capacity": 4_000}, **short
@@ -54,12 +57,17 @@ def _configs() -> dict:
             {},
         ),
         "memorychain-lstm": (
-            presets.get("memorychain-lstm").replace(total_env_steps=4_000, learning_starts=800, num_seeds=2, **short),
+            presets.get("memorychain-lstm").replace(
+                total_env_steps=4_000, learning_starts=800, num_seeds=2, **short
+            ),
             {},
         ),
         "demo": (
             cartpole.replace(
-                total_env_steps=6_000, learning_starts=1_000, demo={"source": "scripted", "steps": 2_000}, **short
+                total_env_steps=6_000,
+                learning_starts=1_000,
+                demo={"source": "scripted", "steps": 2_000},
+                **short,
             ),
             {},
         ),
@@ -68,7 +76,9 @@ def _configs() -> dict:
             {"sweep": {"dqn.learning_rate": [1e-4, 1e-3]}, "seeds_per_point": 1},
         ),
         "shaped": (
-            presets.get("mountaincar-shaped").replace(total_env_steps=6_000, learning_starts=1_000, **short),
+            presets.get("mountaincar-shaped").replace(
+                total_env_steps=6_000, learning_starts=1_000, **short
+            ),
             {},
         ),
         "curriculum": (
@@ -78,7 +88,9 @@ def _configs() -> dict:
             {},
         ),
         "variants": (
-            presets.get("cartpole-poles").replace(total_env_steps=4_000, learning_starts=1_000, num_seeds=4, **short),
+            presets.get("cartpole-poles").replace(
+                total_env_steps=4_000, learning_starts=1_000, num_seeds=4, **short
+            ),
             {},
         ),
         "l3-per-nstep": (
@@ -151,16 +163,24 @@ def _run_all(only: set | None) -> dict:
         params = result.runner.seeds.agent.params
         seeds = jax.tree.leaves(params)[0].shape[0]
         out[name] = [params_sha256(params, s) for s in range(seeds)]
-        print(f"{name}: {out[name][0][:16]}... ({seeds} seeds, {time.perf_counter() - t:.1f}s)", flush=True)
+        print(
+            f"{name}: {out[name][0][:16]}... ({seeds} seeds, {time.perf_counter() - t:.1f}s)",
+            flush=True,
+        )
     if not only or only & {"data-parallel", "data-parallel-onebit", "data-parallel-local-sgd"}:
         t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", DATA_PARALLEL], capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(
+            [sys.executable, "-c", DATA_PARALLEL], capture_output=True, text=True, timeout=900
+        )
         if proc.returncode:
             raise RuntimeError(f"data-parallel run failed:\n{proc.stderr[-3000:]}")
         for line in proc.stdout.splitlines():
             if line.startswith("HASH "):
                 out.update(json.loads(line[5:]))
-        print(f"data-parallel: {out['data-parallel'][0][:16]}... ({time.perf_counter() - t:.1f}s)", flush=True)
+        print(
+            f"data-parallel: {out['data-parallel'][0][:16]}... ({time.perf_counter() - t:.1f}s)",
+            flush=True,
+        )
     return out
 
 
@@ -195,16 +215,25 @@ def main() -> int:
         bad = [n for n in hashes if n in want and hashes[n] != want[n]]
         missing = [n for n in want if n not in hashes and (not only or n in only)]
         for n in hashes:
-            print(f"{n}: {'SAME' if n not in bad else 'DIFFERENT'}" + ("" if n in want else " (new)"))
+            print(
+                f"{n}: {'SAME' if n not in bad else 'DIFFERENT'}" + ("" if n in want else " (new)")
+            )
         if missing:
             print("not run:", ", ".join(missing))
         return 1 if bad else 0
     if only and os.path.exists(os.path.join(OUT, "hashes.json")):  # update those runs only
         with open(os.path.join(OUT, "hashes.json")) as f:
             hashes = {**json.load(f)["hashes"], **hashes}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
+    )
     m = machine()
-    result = {"commit": commit.stdout.strip(), "machine": m, "machine_line": machine_line(m), "hashes": hashes}
+    result = {
+        "commit": commit.stdout.strip(),
+        "machine": m,
+        "machine_line": machine_line(m),
+        "hashes": hashes,
+    }
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "hashes.json"), "w") as f:
         json.dump(result, f, indent=2)

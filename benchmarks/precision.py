@@ -54,11 +54,11 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxrl_fast import networks  # noqa: E402
+from jaxrl_fast.agent import layers as networks  # noqa: E402
+from jaxrl_fast.agent.dqn import make_agent  # noqa: E402
+from jaxrl_fast.agent.network import QNetwork  # noqa: E402
 from jaxrl_fast.config import DQNConfig, NetworkConfig, PrecisionConfig  # noqa: E402
-from jaxrl_fast.dqn import make_agent  # noqa: E402
 from jaxrl_fast.envs.base import EnvSpec  # noqa: E402
-from jaxrl_fast.networks import QNetwork  # noqa: E402
 from jaxrl_fast.precision import resolve_precision  # noqa: E402
 from jaxrl_fast.train import train  # noqa: E402
 from jaxrl_fast.types import Batch  # noqa: E402

@@ -143,8 +143,8 @@ def _nature_cnn_bytes() -> dict:
     import numpy as np
 
     from jaxrl_fast import presets
+    from jaxrl_fast.agent.network import QNetwork
     from jaxrl_fast.envs.base import EnvSpec
-    from jaxrl_fast.networks import QNetwork
     from jaxrl_fast.parallel import onebit
 
     cfg = presets.get("atari-pong")

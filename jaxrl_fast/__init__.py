@@ -8,6 +8,7 @@ Examples:
 """
 
 from jaxrl_fast import presets
+from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import (
     DemoConfig,
     DQNConfig,
@@ -20,7 +21,6 @@ from jaxrl_fast.config import (
 )
 from jaxrl_fast.envs import list_envs, make_env
 from jaxrl_fast.loop import make_train
-from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.replay import make_buffer
 from jaxrl_fast.resolve import resolve
 from jaxrl_fast.train import TrainResult, train

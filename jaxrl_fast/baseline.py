@@ -33,14 +33,14 @@ import numpy as np
 import tqdm
 
 from jaxrl_fast import seeds
+from jaxrl_fast.agent.dqn import AgentState, make_agent
+from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import TrainConfig
-from jaxrl_fast.dqn import AgentState, make_agent
 from jaxrl_fast.envs import Env
 from jaxrl_fast.envs.host import HostEnv, make_host_env
 from jaxrl_fast.envs.shaping import make_shaping
 from jaxrl_fast.evaluate import make_evaluate
 from jaxrl_fast.hparams import hparams_of
-from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.precision import resolve_precision
 from jaxrl_fast.schedules import make_schedules
 from jaxrl_fast.types import Array, Batch, PRNGKey

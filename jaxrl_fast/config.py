@@ -11,7 +11,8 @@ import dataclasses
 import math
 from typing import Any
 
-_LOSSES = ("huber", "mse")
+from jaxrl_fast.registry import HEADS, LOSSES
+
 _NETWORKS = ("auto", "mlp", "cnn", "nature")
 _COMPUTE = ("auto", "fp32", "bf16", "fp16")
 _SEED_LOOPS = ("auto", "vmap", "map")
@@ -360,7 +361,9 @@ class NetworkConfig:
         "auto" (cnn for image observations).
       hidden_sizes: widths of the MLP hidden layers (or of the dense layers after the conv).
       conv_channels: channels of the CNN's 3x3 conv layers (stride 1).
-      dueling: use a dueling value/advantage head.
+      dueling: use a dueling value/advantage head (the same as `head="dueling"`).
+      head: None (the scalar head, or the dueling head with `dueling`), or the name of a value
+        head: "scalar", "dueling", or one added with `jaxrl_fast.agent.heads.register`.
       conv_impl: how the Nature torso's strided convolutions compute: "conv", "patches"
         (patches x matmul), "conv_patches_grad" (convolutions, but the kernel gradient as
         patches x matmul), "conv_canonical_grads" (convolutions whose gradients are written
@@ -379,6 +382,7 @@ class NetworkConfig:
     hidden_sizes: tuple[int, ...] = (120, 84)
     conv_channels: tuple[int, ...] = (16,)
     dueling: bool = False
+    head: str | None = None
     conv_impl: str = "auto"
     lstm: int = 0
 
@@ -401,6 +405,14 @@ class NetworkConfig:
             "a non-empty tuple of positive ints, e.g. (16,)",
         )
         _require(self, "dueling", isinstance(self.dueling, bool), "True or False")
+        _require(
+            self, "head", self.head is None or self.head in HEADS, f"None or {HEADS.allowed()}"
+        )
+        if self.dueling and self.head not in (None, "dueling"):
+            raise ValueError(
+                f"NetworkConfig.dueling=True and head={self.head!r} name two heads; set one "
+                f"(dueling=True is head='dueling')."
+            )
         _require(
             self,
             "lstm",
@@ -733,7 +745,8 @@ class DQNConfig:
       learning_rate: Adam step size (initial value when `ScheduleConfig.lr_schedule="linear"`).
       adam_eps: Adam epsilon.
       double_q: select the bootstrap action with the online net, evaluate with the target net.
-      loss: "mse" (default, as CleanRL/PureJaxRL) or "huber" on the TD error. Huber with Adam
+      loss: "mse" (default, as CleanRL/PureJaxRL) or "huber" on the TD error, or a loss added
+        with `jaxrl_fast.agent.losses.register` (a registered name). Huber with Adam
         over-estimated and diverged on CartPole in our runs (Q grew to 1e6); it suits Atari rewards.
       huber_delta: Huber transition point.
       target_period: env steps between target-network updates (a multiple of the block).
@@ -763,7 +776,7 @@ class DQNConfig:
         )
         _require(self, "adam_eps", _is_num(self.adam_eps) and self.adam_eps > 0, "a float > 0")
         _require(self, "double_q", isinstance(self.double_q, bool), "True or False")
-        _require(self, "loss", self.loss in _LOSSES, f"one of {_LOSSES}")
+        _require(self, "loss", self.loss in LOSSES, LOSSES.allowed())
         _require(
             self, "huber_delta", _is_num(self.huber_delta) and self.huber_delta > 0, "a float > 0"
         )

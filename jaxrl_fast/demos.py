@@ -125,7 +125,7 @@ def record(
     Raises:
       ValueError: a recurrent agent, an envpool env, or a seed index out of range.
     """
-    from jaxrl_fast.networks import QNetwork
+    from jaxrl_fast.agent.network import QNetwork
 
     config = result.config
     if config.network.lstm:

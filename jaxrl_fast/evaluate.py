@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_fast import precision as mp
+from jaxrl_fast.agent.dqn import Agent, AgentState
 from jaxrl_fast.config import TrainConfig
-from jaxrl_fast.dqn import Agent, AgentState
 from jaxrl_fast.envs.seeded import SeededEnv, make_seeded
 from jaxrl_fast.types import Array, PRNGKey
 

@@ -47,6 +47,7 @@ def train(
     force_config: bool = False,
     sweep: Mapping[Any, Sequence[Any]] | None = None,
     seeds_per_point: int = 1,
+    extensions: Sequence[Callable] = (),
 ) -> TrainResult | SweepResult:
     """Train `config.num_seeds` agents in one compiled program and evaluate them; or, with
     `sweep`, `seeds_per_point` agents per point of a hyperparameter sweep, in one program.
@@ -86,6 +87,9 @@ def train(
         fields that change no shape or code path (`hparams.SWEEPABLE`); all points run as one
         program, compiled once (`jaxrl_fast.sweep`). `config.num_seeds` is then ignored.
       seeds_per_point: seeds per sweep point; seed k of every point starts from the same key.
+      extensions: builders of loop extensions added after the library's
+        (`builder(LoopParts) -> Extension | None`, `jaxrl_fast.loop.extension`). They are not
+        recorded in the run directory: a resumed run must be given the same ones.
 
     Returns:
       A `TrainResult`; with `sweep`, a `SweepResult` (`.points`: values, per-seed final
@@ -133,7 +137,8 @@ def train(
 
     if plan is not None:
         _check_sweep_run(run.config, plan, run_dir, resume)
-    fns = make_train(run, kinds=None if plan is None else hparams_mod.kinds_of(plan.hparams))
+    kinds = None if plan is None else hparams_mod.kinds_of(plan.hparams)
+    fns = make_train(run, kinds=kinds, extensions=extensions)
     if saver is not None:  # the L3 tier's host arrays go into the checkpoints too
         saver.host_state = fns.buffer.host_state
         saver.load_host_state = lambda arrays, runner: fns.buffer.load_host_state(

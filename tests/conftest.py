@@ -38,8 +38,8 @@ def assert_learned_probe_chain(result, cfg) -> None:
     import jax
     import numpy as np
 
+    from jaxrl_fast.agent.network import QNetwork
     from jaxrl_fast.envs import make_probe_env, optimal_q
-    from jaxrl_fast.networks import QNetwork
 
     net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec)
     expected = optimal_q("probe-chain", cfg.dqn.gamma)

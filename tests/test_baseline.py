@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.baseline import HostReplay, baseline_blocks, train_unfused
 from jaxrl_fast.config import (
     DQNConfig,
@@ -17,7 +18,6 @@ from jaxrl_fast.config import (
     TrainConfig,
 )
 from jaxrl_fast.envs import make_env, optimal_q
-from jaxrl_fast.networks import QNetwork
 
 
 def _chain_config(**changes) -> TrainConfig:

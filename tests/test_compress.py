@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from jaxrl_fast import compress
+from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import NetworkConfig
 from jaxrl_fast.envs import make_env
-from jaxrl_fast.networks import QNetwork
 
 SPEC = make_env("CartPole-v1").spec
 

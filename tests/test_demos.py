@@ -11,9 +11,10 @@ import pytest
 from conftest import tiny_config
 
 from jaxrl_fast import demos
+from jaxrl_fast.agent.dqn import make_agent
+from jaxrl_fast.agent.losses import make_loss as _make_loss
+from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import DemoConfig, DQNConfig, NetworkConfig, ReplayConfig, TrainConfig
-from jaxrl_fast.dqn import _make_loss, make_agent
-from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.types import Batch
 
 Q = np.array([[1.0, 0.5, 0.2], [0.0, 0.3, 0.9], [2.0, 2.0, 2.0], [0.1, 0.0, 0.0]], np.float32)

@@ -1,4 +1,4 @@
-"""Q-learning maths against hand-computed numbers (`jaxrl_fast.dqn`, `jaxrl_fast.networks`)."""
+"""Q-learning maths against hand-computed numbers (`agent.dqn`, `agent.network`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import optax
 import pytest
 
+from jaxrl_fast.agent.dqn import make_agent, make_optimizer, td_errors
+from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import DQNConfig, NetworkConfig
-from jaxrl_fast.dqn import make_agent, make_optimizer, td_errors
 from jaxrl_fast.envs import EnvSpec
-from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.types import Batch
 
 # --------------------------------------------------------------------------- td_errors

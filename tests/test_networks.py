@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl_fast.agent.network import Conv, QNetwork
 from jaxrl_fast.config import NetworkConfig
 from jaxrl_fast.envs.base import EnvSpec
-from jaxrl_fast.networks import Conv, QNetwork
 
 
 def _spec(shape, dtype=jnp.uint8, actions=6):
@@ -97,7 +97,7 @@ def test_conv_impls_agree_on_values_and_grads(kernel, stride):
 
 
 def test_canonical_grads_above_the_batch_limit_use_patches_for_the_kernel(monkeypatch):
-    from jaxrl_fast import networks
+    from jaxrl_fast.agent import layers as networks
 
     x = jax.random.normal(jax.random.key(0), (3, 21, 22, 2))
     conv = Conv(4, 4, 2, impl="conv_canonical_grads")

@@ -13,11 +13,11 @@ from conftest import assert_learned_probe_chain, tiny_config
 
 from jaxrl_fast import precision as mp
 from jaxrl_fast import train
+from jaxrl_fast.agent.dqn import make_agent
+from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import DQNConfig, NetworkConfig, PrecisionConfig
-from jaxrl_fast.dqn import make_agent
 from jaxrl_fast.envs import Env, make_env
 from jaxrl_fast.envs.base import EnvSpec
-from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.types import Batch
 
 

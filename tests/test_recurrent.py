@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from conftest import tiny_config
 
+from jaxrl_fast.agent.dqn import make_agent
+from jaxrl_fast.agent.network import QNetwork
+from jaxrl_fast.agent.sequence_loss import make_sequence_loss
 from jaxrl_fast.config import DQNConfig, EnvConfig, NetworkConfig, ReplayConfig, TrainConfig
-from jaxrl_fast.dqn import make_agent
-from jaxrl_fast.networks import QNetwork
-from jaxrl_fast.sequence_loss import make_sequence_loss
 from jaxrl_fast.types import SequenceBatch
 
 # ------------------------------------------------------------------------------ network, agent
@@ -50,7 +50,7 @@ def _primitives(jaxpr) -> set[str]:
 def test_the_lstm_init_is_orthogonal_without_a_qr_decomposition():
     """A vmapped QR (flax's orthogonal init) hung processes with 2 CPU devices (networks.py):
     the recurrent kernel is orthogonal, from matmuls only."""
-    from jaxrl_fast.networks import orthogonal_init
+    from jaxrl_fast.agent.network import orthogonal_init
 
     w = orthogonal_init(jax.random.key(1), (64, 64))
     np.testing.assert_allclose(w @ w.T, np.eye(64), atol=1e-5)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from conftest import tiny_config
 
+from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import EnvConfig
 from jaxrl_fast.envs import make_probe_env, shaping
-from jaxrl_fast.networks import QNetwork
 
 
 def test_potential_based_bonus_by_hand():

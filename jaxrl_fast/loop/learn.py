@@ -7,7 +7,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from jaxrl_fast.dqn import UpdateMetrics
+from jaxrl_fast.agent.dqn import UpdateMetrics
 from jaxrl_fast.loop.extension import Hooks
 from jaxrl_fast.loop.parts import LoopParts
 from jaxrl_fast.loop.state import SeedState, sum_steps, zero_update_metrics

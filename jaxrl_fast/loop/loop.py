@@ -35,8 +35,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_fast import precision as mp
+from jaxrl_fast.agent.dqn import Agent
 from jaxrl_fast.config import TrainConfig
-from jaxrl_fast.dqn import Agent
 from jaxrl_fast.envs import Env
 from jaxrl_fast.envs.seeded import SeededEnv
 from jaxrl_fast.evaluate import make_evaluate

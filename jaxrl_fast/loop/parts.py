@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from jaxrl_fast.agent.dqn import Agent, make_agent
+from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import TrainConfig
-from jaxrl_fast.dqn import Agent, make_agent
 from jaxrl_fast.envs.seeded import SeededEnv
 from jaxrl_fast.hparams import Kinds, hparams_of
 from jaxrl_fast.loop.state import example_transition
-from jaxrl_fast.networks import QNetwork
 from jaxrl_fast.parallel.exchange import Exchange, make_exchange
 from jaxrl_fast.replay import Buffer, make_buffer
 from jaxrl_fast.resolve import ResolvedRun

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxrl_fast.dqn import AgentState, UpdateMetrics
+from jaxrl_fast.agent.dqn import AgentState, UpdateMetrics
 from jaxrl_fast.types import Array, PRNGKey, Transition
 
 

@@ -12,7 +12,7 @@ of one env column each, starting at a uniformly drawn slot whose whole window is
 ring is built with `n_step = W - 1`, so its newest `W - 1` slots are never a start), with the
 recurrent state stored at the window's first row. Windows may cross episode boundaries: the
 loss resets the state after a reset step and masks what is not a transition
-(`sequence_loss.py`).
+(`agent/sequence_loss.py`).
 
 Not supported (refused by `TrainConfig`): prioritised sampling, the L3 host tier and frame
 deduplication.

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from test_staging import _reference, _sequence
 
+from jaxrl_fast.agent.sequence_loss import sequence_targets
 from jaxrl_fast.config import ReplayConfig
 from jaxrl_fast.replay import make_buffer
-from jaxrl_fast.sequence_loss import sequence_targets
 from jaxrl_fast.types import Transition
 
 # ------------------------------------------------------------------------------ targets

@@ -1,0 +1,23 @@
+"""The learner's parts, each a module with a small interface (DESIGN §2, layer 1).
+
+network      QNetwork: a torso, an optional LSTM core and a value head, one flax module
+torsos       MLP, MinAtar CNN, Nature CNN, LSTM core
+heads        value heads (scalar, dueling; `heads.register` adds one)
+losses       TD losses over transitions (mse, huber; `losses.register` adds one)
+sequence_loss  the recurrent loss over stored sequences (R2D2)
+margin       the demonstrations' large-margin term
+exploration  epsilon-greedy
+optim        Adam / 1-bit Adam with clipping and the skip of non-finite steps
+update       one gradient step with the precision policy inside
+target       the target network's update
+state        AgentState, UpdateMetrics
+dqn          `make_agent`: assembles the parts into an `Agent`
+"""
+
+from jaxrl_fast.agent.dqn import Agent, make_agent
+from jaxrl_fast.agent.heads import ValueHead
+from jaxrl_fast.agent.losses import Loss
+from jaxrl_fast.agent.network import QNetwork
+from jaxrl_fast.agent.state import AgentState, UpdateMetrics
+
+__all__ = ["Agent", "AgentState", "Loss", "QNetwork", "UpdateMetrics", "ValueHead", "make_agent"]

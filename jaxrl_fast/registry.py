@@ -1,0 +1,71 @@
+"""Named parts a config may name, so that a new part is a module, not a branch.
+
+A `Registry` maps names to parts (value heads, losses, ...). Config fields hold the *name*
+(configs stay JSON and resumable), the config checks the name against the registry when it is
+built (an unknown name is refused before anything compiles, listing the known ones), and the
+builder looks the part up. The registries live here, below `config`, so that the config can
+check names without importing the layers that define the parts; those layers fill them in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Registry:
+    """Names -> parts for one config field.
+
+    Args:
+      field: the config field that names a part, e.g. "DQNConfig.loss".
+      what: what a part is, in words, e.g. "loss".
+      builtin: the library's names (their parts are registered by the module defining them).
+      how: where users add one, e.g. "jaxrl_fast.agent.losses.register".
+    """
+
+    def __init__(self, field: str, what: str, builtin: tuple[str, ...], how: str):
+        self.field, self.what, self.builtin, self.how = field, what, builtin, how
+        self._parts: dict[str, Any] = {}
+
+    def register(self, name: str, part: Any, *, builtin: bool = False) -> None:
+        """Make `part` available under `name`.
+
+        Raises:
+          ValueError: `name` is empty or a built-in's, or is taken by another part.
+        """
+        if not isinstance(name, str) or not name or (name in self.builtin and not builtin):
+            raise ValueError(
+                f"{self.what} name {name!r}: expected a non-empty name other than the built-in "
+                f"{self.builtin}."
+            )
+        if self._parts.get(name, part) != part:
+            raise ValueError(f"{self.what} {name!r} is already registered to another {self.what}.")
+        self._parts[name] = part
+
+    def names(self) -> list[str]:
+        """Every name the field takes in this process: the built-in ones, then the added ones."""
+        return list(self.builtin) + sorted(set(self._parts) - set(self.builtin))
+
+    def allowed(self) -> str:
+        """The allowed values, for an error message."""
+        return f"one of {self.names()} (add one with {self.how})"
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.builtin or name in self._parts
+
+    def get(self, name: str) -> Any:
+        """The part registered as `name`.
+
+        Raises:
+          ValueError: an unknown name (the message names the field and lists the known ones).
+        """
+        if name not in self._parts:
+            raise ValueError(
+                f"{self.field}={name!r} is not a known {self.what}; expected {self.allowed()}."
+            )
+        return self._parts[name]
+
+
+HEADS = Registry(
+    "NetworkConfig.head", "value head", ("scalar", "dueling"), "jaxrl_fast.agent.heads.register"
+)
+LOSSES = Registry("DQNConfig.loss", "loss", ("mse", "huber"), "jaxrl_fast.agent.losses.register")
