@@ -46,7 +46,7 @@ def comparison_spec(base, recipe) -> dict:
     gamma_const = recipe.replace(schedule={"gamma_schedule": "constant"}, dqn={"gamma": 0.99})
     rows = []
     for cfg in (base, recipe, gamma_const):
-        flat = options._flat(cfg.to_dict())
+        flat = options.flatten(cfg.to_dict())
         rows.append(tuple(flat[n] for n in names))
     return {names: rows}
 

@@ -227,7 +227,7 @@ def run_conventional(config) -> dict:
             replay_s[0] += time.perf_counter() - t
             return batch
 
-    class TimedCollector(baseline._Collector):
+    class TimedCollector(baseline.Collector):
         def __init__(self, *args, **kwargs):
             t0[0] = time.perf_counter()  # train_unfused starts its clock just before this
             super().__init__(*args, **kwargs)
@@ -237,7 +237,7 @@ def run_conventional(config) -> dict:
             super().collect(collect_index)
             episodes.append(len(self.episode_returns))
 
-    with _patched(baseline, HostReplay=TimedReplay, _Collector=TimedCollector):
+    with _patched(baseline, HostReplay=TimedReplay, Collector=TimedCollector):
         r = baseline.train_unfused(config)
     e = config.env.num_envs
     curve, done = [], 0

@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _machine import machine, machine_line, write_results  # noqa: E402
 
 from jaxrl_fast.parallel import DATA_AXIS, onebit  # noqa: E402
-from jaxrl_fast.parallel.exchange import _pmean_flat  # noqa: E402
+from jaxrl_fast.parallel.exchange import pmean_flat  # noqa: E402
 
 SHAPES = [(4, 120), (120,), (120, 84), (84,), (84, 2), (2,)]  # the cartpole preset's MLP
 STEPS = 2_000
@@ -75,19 +75,19 @@ def _cases() -> dict:
         return run
 
     def adam_mean(g, s, i):
-        updates, s = adam.update(_pmean_flat(g, DATA_AXIS), s, g)
+        updates, s = adam.update(pmean_flat(g, DATA_AXIS), s, g)
         return updates, s
 
     return {
         "nothing": (exchange(lambda g: g), None),
-        "fp32 all-reduce": (exchange(lambda g: _pmean_flat(g, DATA_AXIS)), None),
+        "fp32 all-reduce": (exchange(lambda g: pmean_flat(g, DATA_AXIS)), None),
         "pack + unpack": (
             exchange(lambda g: [onebit.unpack_signs(*onebit.pack_signs(x), x) for x in g]),
             None,
         ),
         "1-bit exchange": (exchange(lambda g: onebit.exchange_signs(g, DATA_AXIS)[0]), None),
         "fp32 all-reduce, in a seed vmap": (
-            exchange(in_seed_vmap(lambda g: _pmean_flat(g, DATA_AXIS))),
+            exchange(in_seed_vmap(lambda g: pmean_flat(g, DATA_AXIS))),
             None,
         ),
         "1-bit exchange, in a seed vmap": (

@@ -317,7 +317,7 @@ def train_unfused(
         )
     if (gamma := config.schedule.gamma_schedule) != "constant":  # the host replay: one gamma
         raise ValueError(f"train_unfused: ScheduleConfig.gamma_schedule={gamma!r}; use 'constant'.")
-    parts = _compile_parts(config, env)  # compiled once, before timing (as `train` does)
+    parts = compile_parts(config, env)  # compiled once, before timing (as `train` does)
     compile_time = time.perf_counter() - t
 
     env_steps = config.learning_starts + num_blocks * config.train_frequency
@@ -330,7 +330,7 @@ def train_unfused(
         dynamic_ncols=True,
     )
     t = time.perf_counter()
-    loop = _Collector(config, parts)
+    loop = Collector(config, parts)
     for i in range(config.prefill_steps):
         loop.collect(i)
     prefill_time = time.perf_counter() - t
@@ -386,7 +386,7 @@ class _Parts(NamedTuple):
     evaluate: Callable  # (agent, key) -> [] mean return
 
 
-def _compile_parts(config: TrainConfig, env: Env | None) -> _Parts:
+def compile_parts(config: TrainConfig, env: Env | None) -> _Parts:
     """Build the agent from the functions the fused loop uses, and compile every piece."""
     host_env = make_host_env(config.env, seed=config.seed, env=env, key_impl=config.prng_impl)
     spec = host_env.spec
@@ -447,7 +447,7 @@ def _compile_parts(config: TrainConfig, env: Env | None) -> _Parts:
     )
 
 
-class _Collector:
+class Collector:
     """The conventional loop's state between Python steps: key, env state, observations (on
     device and on the host), the agent, the host replay and the finished episodes' returns."""
 

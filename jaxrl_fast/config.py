@@ -19,7 +19,7 @@ _SEED_LOOPS = ("auto", "vmap", "map")
 PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 _CONV_IMPLS = ("auto", "conv", "patches", "conv_patches_grad", "conv_canonical_grads")
 _MATMUL = ("default", "high", "highest")
-_LR_SCHEDULES = ("constant", "linear", "cosine_restarts")
+LR_SCHEDULES = ("constant", "linear", "cosine_restarts")
 EPSILON_SCHEDULES = ("linear", "factor")
 MAX_GAMMA_PHASES = 4
 # Fields a resumed run may change (`train(..., force_config=True)`, `--force-config`): they
@@ -853,7 +853,7 @@ class ScheduleConfig:
             _is_num(self.epsilon_fraction) and 0 < self.epsilon_fraction <= 1,
             "a float in (0, 1]",
         )
-        _require(self, "lr_schedule", self.lr_schedule in _LR_SCHEDULES, f"one of {_LR_SCHEDULES}")
+        _require(self, "lr_schedule", self.lr_schedule in LR_SCHEDULES, f"one of {LR_SCHEDULES}")
         _require(
             self,
             "lr_end_fraction",

@@ -32,7 +32,9 @@ FORMAT = 1
 _STEP_KEYS = Transition._fields[:6]
 
 
-def _env(config: TrainConfig):
+def env_of(config: TrainConfig):
+    """One env of `config`'s kind (its discretisation and observation choice), for playing and
+    checking demonstrations; envpool envs are refused."""
     if config.env.is_envpool:
         raise ValueError(
             f"demonstrations are for gymnax envs; {config.env.name!r} is an envpool env "
@@ -45,7 +47,7 @@ def _env(config: TrainConfig):
 def play(config: TrainConfig, policy: Callable[[Array, Array], Array], steps: int, seed: int):
     """`ceil(steps / num_envs)` steps of `config.env`'s `num_envs` envs under
     `policy(key, obs [E, ...]) -> actions [E]`, as a numpy `Transition` `[T, E, ...]`."""
-    env = _env(config)
+    env = env_of(config)
     num = math.ceil(steps / env.spec.num_envs)
 
     @jax.jit
@@ -95,7 +97,7 @@ def save(path: str | os.PathLike, steps: Transition, config: TrainConfig) -> Non
     """Write recorded `steps` of `config.env` to `path` (`.npz`), atomically: a crash leaves
     the old file or none, never half of one."""
     path = os.fspath(path)
-    meta = _meta(config, _env(config).spec.num_actions)
+    meta = _meta(config, env_of(config).spec.num_actions)
     arrays = {k: np.asarray(getattr(steps, k)) for k in _STEP_KEYS}
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
@@ -134,7 +136,7 @@ def record(
         raise ValueError(
             f"record: seed_index={seed_index} is not allowed; expected 0 .. {config.num_seeds - 1}."
         )
-    env = _env(config)
+    env = env_of(config)
     net = QNetwork.from_config(config.network, env.spec)
     params = jax.tree.map(lambda x: x[seed_index], result.runner.seeds.agent.params)
 
@@ -170,7 +172,7 @@ def load(path: str | os.PathLike, config: TrainConfig) -> Transition:
     missing = [k for k in (*_STEP_KEYS, *_meta(config, 0)) if k not in data]
     if missing:
         raise ValueError(f"{where} is not a demonstrations file; it lacks {missing}.")
-    env = _env(config)
+    env = env_of(config)
     want = _meta(config, env.spec.num_actions)
     for key in ("env", "discretise", "observe", "num_actions"):
         if not np.array_equal(data[key], want[key]):

@@ -21,10 +21,10 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxrl_fast.config import (
-    _LR_SCHEDULES as LR_KINDS,
+    EPSILON_SCHEDULES as EPSILON_KINDS,
 )
 from jaxrl_fast.config import (
-    EPSILON_SCHEDULES as EPSILON_KINDS,
+    LR_SCHEDULES as LR_KINDS,
 )
 from jaxrl_fast.config import (
     MAX_GAMMA_PHASES,

@@ -86,7 +86,7 @@ def params_sha256(params: Any, seed_index: int | None = None) -> str:
     return h.hexdigest()
 
 
-def _write_atomic(path: str, text: str) -> None:
+def write_atomic(path: str, text: str) -> None:
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w") as f:
         f.write(text)
@@ -95,17 +95,17 @@ def _write_atomic(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _plain(tree: Any) -> Any:
+def plain_value(tree: Any) -> Any:
     """JSON round trip (tuples become lists), for comparing with a saved config."""
     return json.loads(json.dumps(tree))
 
 
-def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+def config_differences(a: Any, b: Any, prefix: str = "") -> list[str]:
     """Dotted names of the fields where two config dicts differ."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for k in sorted(set(a) | set(b)):
-            out += _differences(a.get(k), b.get(k), f"{prefix}{k}.")
+            out += config_differences(a.get(k), b.get(k), f"{prefix}{k}.")
         return out
     return [] if a == b else [prefix.rstrip(".")]
 
@@ -152,8 +152,8 @@ class MetricsWriter:
         if resume and os.path.exists(saved):
             with open(saved) as f:
                 before = json.load(f)
-            old = with_defaults(before["config"], _plain(TrainConfig().to_dict()))
-            differ = _differences(old, _plain(config.to_dict()))
+            old = with_defaults(before["config"], plain_value(TrainConfig().to_dict()))
+            differ = config_differences(old, plain_value(config.to_dict()))
             fixed = [d for d in differ if d not in RESUME_OVERRIDABLE]
             if differ and (fixed or not force_config):
                 if force_config:
@@ -171,7 +171,7 @@ class MetricsWriter:
                 )
             if differ:  # forced: the new config, and what changed when, in config.json
                 forced = before.get("forced", []) + [{"fields": differ, "config": before["config"]}]
-                _write_atomic(
+                write_atomic(
                     saved,
                     json.dumps(
                         {"config": config.to_dict(), "versions": versions(), "forced": forced},
@@ -184,7 +184,7 @@ class MetricsWriter:
                 f"run_dir={path!r} already holds a run (metrics.jsonl); give a new directory "
                 "or resume it."
             )
-        _write_atomic(
+        write_atomic(
             os.path.join(path, "config.json"),
             json.dumps({"config": config.to_dict(), "versions": versions()}, indent=2),
         )
@@ -242,7 +242,7 @@ class MetricsWriter:
             return
         with open(jsonl) as f:
             lines = [ln for ln in f if ln.strip() and json.loads(ln)["chunk"] < chunk]
-        _write_atomic(jsonl, "".join(lines))
+        write_atomic(jsonl, "".join(lines))
         csv_path = os.path.join(self.path, "metrics.csv")
         if os.path.exists(csv_path):
             with open(csv_path, newline="") as f:
@@ -253,7 +253,7 @@ class MetricsWriter:
             writer = csv.DictWriter(buf, self._columns, lineterminator="\n")
             writer.writeheader()
             writer.writerows(rows)
-            _write_atomic(csv_path, buf.getvalue())
+            write_atomic(csv_path, buf.getvalue())
 
     def finish(self, summary: dict, params: Any, history: list[dict] | None = None) -> dict:
         """Write summary.json (`summary` with each seed's `params_sha256`) and rliable.npz
@@ -265,7 +265,7 @@ class MetricsWriter:
         summary["seeds"] = [
             {**s, "params_sha256": params_sha256(params, s["seed_index"])} for s in summary["seeds"]
         ]
-        _write_atomic(os.path.join(self.path, "summary.json"), json.dumps(summary, indent=2))
+        write_atomic(os.path.join(self.path, "summary.json"), json.dumps(summary, indent=2))
         return summary
 
 

@@ -134,11 +134,11 @@ def _nested(assignments: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _flat(tree: dict, prefix: str = "") -> dict[str, Any]:
+def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in tree.items():
         if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{k}."))
         else:
             out[prefix + k] = v
     return out
@@ -179,7 +179,7 @@ def load_file(path: str | os.PathLike) -> dict[str, Any]:
         data = data["config"]
     if not isinstance(data, dict):
         raise ValueError(f"--config {os.fspath(path)!r}: expected a JSON object of config fields")
-    flat = _flat(data)
+    flat = flatten(data)
     for name in flat:
         field(name)  # unknown names fail here, naming the field
     return flat
@@ -188,12 +188,12 @@ def load_file(path: str | os.PathLike) -> dict[str, Any]:
 def from_dict(data: dict[str, Any]) -> TrainConfig:
     """A `TrainConfig` from nested JSON-ready data (`TrainConfig.to_dict()`, or any subset of
     it over the defaults)."""
-    return apply(TrainConfig(), _flat(data))
+    return apply(TrainConfig(), flatten(data))
 
 
 def differences(a: TrainConfig, b: TrainConfig) -> list[str]:
     """Dotted names of the fields where two configs differ."""
-    fa, fb = _flat(a.to_dict()), _flat(b.to_dict())
+    fa, fb = flatten(a.to_dict()), flatten(b.to_dict())
     return [name for name in fa if fa[name] != fb.get(name)]
 
 

@@ -7,7 +7,7 @@ vmap or map, which convolution, how many L2 rows). `make_train`, `train` and the
 `ResolvedRun`; nothing downstream re-creates the env or re-reads the backend.
 
 A replay that cannot fit is refused here, after the env's spec is known and before anything is
-allocated or compiled (`replay.sizing.check_fits`): an int `ReplayConfig.capacity` or a
+allocated or compiled (`replay.fits.check_fits`): an int `ReplayConfig.capacity` or a
 `TrainConfig.num_seeds` whose device tiers exceed the device's free memory, or an L3 larger than
 the free host RAM or spill-directory disk.
 """
@@ -25,7 +25,8 @@ from jaxrl_fast.envs import Env
 from jaxrl_fast.envs.seeded import SeededEnv, make_seeded, make_seeded_env
 from jaxrl_fast.parallel import seed_devices
 from jaxrl_fast.precision import PrecisionPolicy, resolve_precision
-from jaxrl_fast.replay.sizing import check_fits, resolve_capacity
+from jaxrl_fast.replay.fits import check_fits
+from jaxrl_fast.replay.sizing import resolve_capacity
 from jaxrl_fast.seeds import SeedChoices, resolve_choices
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from jaxrl_fast import options
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.hparams import HParams, check_sweepable, hparams_of, stack
-from jaxrl_fast.metrics import _write_atomic as _atomic_write
+from jaxrl_fast.metrics import write_atomic as _atomic_write
 
 # two-sided 95% Student t quantiles by degrees of freedom (1 .. 30); 1.96 beyond
 _T95 = (

@@ -1,5 +1,5 @@
 """`resolve` refuses a replay that cannot fit before anything is allocated or compiled
-(`replay.sizing.check_fits`): a huge int `ReplayConfig.capacity`, a huge `TrainConfig.num_seeds`,
+(`replay.fits.check_fits`): a huge int `ReplayConfig.capacity`, a huge `TrainConfig.num_seeds`,
 a huge host L3; the message names the field and the plan's figures, and a large run that fits
 still resolves."""
 
@@ -12,7 +12,8 @@ import pytest
 
 from jaxrl_fast import presets
 from jaxrl_fast.envs.seeded import make_seeded
-from jaxrl_fast.replay.sizing import available_memory, check_fits, plan
+from jaxrl_fast.replay.fits import check_fits
+from jaxrl_fast.replay.sizing import available_memory, plan
 from jaxrl_fast.resolve import resolve
 
 

@@ -126,12 +126,12 @@ def test_cli_out_naming_a_file_is_a_one_line_error(tmp_path, capsys):
 def test_a_config_saved_before_new_fields_existed_still_matches():
     """Fields missing from a saved config.json (an older version) count as their defaults."""
     from jaxrl_fast.config import TrainConfig
-    from jaxrl_fast.metrics import _differences, _plain, with_defaults
+    from jaxrl_fast.metrics import config_differences, plain_value, with_defaults
 
-    new = _plain(TrainConfig().to_dict())
+    new = plain_value(TrainConfig().to_dict())
     old = {k: v for k, v in new.items() if k != "demo"}
     old["network"] = {k: v for k, v in new["network"].items() if k != "lstm"}
-    assert _differences(old, new) != []  # compared as saved, they differ
-    assert _differences(with_defaults(old, new), new) == []
-    changed = _plain(TrainConfig().replace(demo={"source": "scripted"}).to_dict())
-    assert _differences(with_defaults(old, new), changed) == ["demo.source"]
+    assert config_differences(old, new) != []  # compared as saved, they differ
+    assert config_differences(with_defaults(old, new), new) == []
+    changed = plain_value(TrainConfig().replace(demo={"source": "scripted"}).to_dict())
+    assert config_differences(with_defaults(old, new), changed) == ["demo.source"]

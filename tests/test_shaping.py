@@ -107,7 +107,7 @@ def test_conventional_baseline_stores_shaped_rewards():
 
     shaping.register("test-plus-100", lambda obs, action, reward, next_obs, info: reward + 100.0)
     cfg = tiny_config(env={"name": "probe-chain", "reward_shaping": "test-plus-100"})
-    collector = baseline._Collector(cfg, baseline._compile_parts(cfg, None))
+    collector = baseline.Collector(cfg, baseline.compile_parts(cfg, None))
     for i in range(6):
         collector.collect(i)
     stored = collector.replay.reward[: collector.replay.size]

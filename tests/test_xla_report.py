@@ -15,6 +15,7 @@ import pytest
 from conftest import tiny_config
 
 from jaxrl_fast import baseline, xla_report
+from jaxrl_fast.xla_report import reports
 
 # probe-chain, 2 seeds x 4 envs: 2 collect steps and 2 updates per block, so every loop of
 # run_chunk (blocks, collect steps, the learn scan) has a trip count above 1
@@ -53,7 +54,7 @@ def _argv(*extra: str) -> list[str]:
 def cli_run():
     """One real `xla-report --json` run: (the XlaReport it made, what it printed, exit code)."""
     made = []
-    real = xla_report.report
+    real = reports.report  # what the CLI calls
 
     def keep(*args, **kwargs):
         made.append(real(*args, **kwargs))
@@ -61,12 +62,12 @@ def cli_run():
 
     args = _parser().parse_args(_argv("--json"))
     out = io.StringIO()
-    xla_report.report = keep
+    reports.report = keep
     try:
         with contextlib.redirect_stdout(out):
             rc = args.func(args)
     finally:
-        xla_report.report = real
+        reports.report = real
     return made[0], out.getvalue(), rc
 
 
@@ -242,7 +243,7 @@ def test_unfused_counts_match_an_instrumented_train_unfused(cli_run, monkeypatch
     )
     blocks = 12  # prefill (20 collect steps) + 12 blocks: one target update (every 10 blocks)
     seen = {"calls": {}, "syncs": 0, "d2h": 0, "h2d": 0, "h2d_bytes": 0}
-    real_parts, real_get = baseline._compile_parts, jax.device_get
+    real_parts, real_get = baseline.compile_parts, jax.device_get
 
     def counted(name, fn):
         def call(*args):
@@ -266,7 +267,7 @@ def test_unfused_counts_match_an_instrumented_train_unfused(cli_run, monkeypatch
         seen["d2h"] += sum(x.nbytes for x in jax.tree.leaves(tree) if isinstance(x, jax.Array))
         return real_get(tree)
 
-    monkeypatch.setattr(baseline, "_compile_parts", parts)
+    monkeypatch.setattr(baseline, "compile_parts", parts)
     monkeypatch.setattr(jax, "device_get", device_get)
     baseline.train_unfused(cfg, max_env_steps=cfg.learning_starts + blocks * cfg.train_frequency)
     from jaxrl_fast.envs import make_env

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import jax
 
-from jaxrl_fast.checkpoint.store import _one_line, device_count, manager, restore, save
+from jaxrl_fast.checkpoint.store import device_count, manager, one_line, restore, save
 from jaxrl_fast.parallel.distributed import any_process, barrier, main_decides
 
 UNREADABLE_SUFFIX = ".unreadable"
@@ -110,7 +110,7 @@ class Checkpointer:
             except MemoryError:  # not damage: the checkpoint may be fine
                 raise
             except Exception as err:  # any damage: warn, then try the checkpoint before
-                error = _one_line(err)
+                error = one_line(err)
             # every process takes the same verdict: damage in one process's files is damage
             if any_process(error is not None):
                 why = error or "damaged in another process's files"

@@ -120,7 +120,7 @@ def save(
         kept = ", ".join(map(str, mngr.all_steps())) or "none"
         raise OSError(
             code,
-            f"checkpoint of chunk {chunks_done} to {mngr.directory} failed ({_one_line(err)})"
+            f"checkpoint of chunk {chunks_done} to {mngr.directory} failed ({one_line(err)})"
             f"{hint if code in _DISK_FULL else ''}. The unfinished checkpoint was removed; the "
             f"checkpoints kept (steps {kept}) are intact and a resume starts from the newest.",
         ) from err
@@ -164,7 +164,7 @@ def _errno(err: BaseException | None) -> int | None:
     return None
 
 
-def _one_line(err: BaseException, limit: int = 320) -> str:
+def one_line(err: BaseException, limit: int = 320) -> str:
     """`err` as one line of at most `limit` characters: its start and its end, where
     tensorstore says what failed (its messages carry their whole spec, dropped here)."""
     text = re.sub(r" ?\[tensorstore_spec='.*?'\]", "", " ".join(str(err).split())).strip()

@@ -3,13 +3,8 @@
 
 from __future__ import annotations
 
-from jaxrl_fast.config import AtariConfig
 from jaxrl_fast.envs.base import Env, EnvSpec, EnvState, make_batched_env
-from jaxrl_fast.envs.gymnax_env import (
-    gymnax_continuous_envs,
-    gymnax_discrete_envs,
-    make_gymnax_env,
-)
+from jaxrl_fast.envs.make import list_envs, make_env
 from jaxrl_fast.envs.probe import PROBE_ENVS, make_probe_env, optimal_q
 from jaxrl_fast.envs.seeded import SeededEnv, make_seeded, make_seeded_env
 from jaxrl_fast.envs.wrappers import ActionGrid, make_action_grid
@@ -30,87 +25,3 @@ __all__ = [
     "make_seeded_env",
     "optimal_q",
 ]
-
-
-def list_envs(*, continuous: bool = False) -> list[str]:
-    """Return every env name `make_env` accepts: gymnax discrete-action envs, probes and, with
-    the `atari` extra installed, "envpool:<Game>-v5" Atari games; with `continuous`, only the
-    gymnax continuous-action envs (trained with `EnvConfig.discretise`)."""
-    if continuous:
-        return gymnax_continuous_envs()
-    names = gymnax_discrete_envs() + list(PROBE_ENVS)
-    try:
-        from jaxrl_fast.envs.envpool_env import PREFIX, atari_games
-
-        names += [PREFIX + g for g in atari_games()]
-    except ImportError:
-        pass  # envpool (the `atari` extra) is not installed: no Atari names to list
-    return names
-
-
-def make_env(
-    name: str,
-    num_envs: int = 1,
-    *,
-    atari: AtariConfig | None = None,
-    seed: int = 0,
-    evaluation: bool = False,
-    discretise: int | None = None,
-    param_fields: tuple[str, ...] = (),
-    observe: tuple[int, ...] = (),
-) -> Env:
-    """Build a batched env by name.
-
-    Args:
-      name: a gymnax id ("CartPole-v1", optionally "gymnax:CartPole-v1"), a probe env name, or
-        an envpool Atari game ("envpool:Pong-v5", the `atari` extra).
-      num_envs: parallel envs (for envpool: the whole pool).
-      atari: Atari settings (envpool only).
-      seed: envpool's seed (gymnax envs take their randomness from the keys given to them).
-      evaluation: envpool only: whole games, unclipped rewards.
-      discretise: a continuous-action gymnax env's values per action dimension (its actions
-        are then the joint grid's points, `envs.wrappers`); None for discrete-action envs.
-      param_fields: gymnax env parameters that vary over seeds or training
-        (`envs.variation`); the env then carries their values in its state.
-      observe: a gymnax vector env's observation entries to keep (`EnvConfig.observe`); ()
-        keeps all.
-
-    Raises:
-      ValueError: unknown name (the message lists valid names), `num_envs < 1`, or
-        `discretise` missing for a continuous-action env or given for a discrete one, or
-        `param_fields` for a non-gymnax env or naming no parameter of the env.
-
-    Examples:
-      >>> import jax
-      >>> env = make_env("CartPole-v1", num_envs=4)
-      >>> state, obs = env.reset(jax.random.key(0))
-      >>> obs.shape
-      (4, 4)
-    """
-    if not isinstance(num_envs, int) or num_envs < 1:
-        raise ValueError(
-            f"EnvConfig.num_envs={num_envs!r} is not allowed; expected a positive int."
-        )
-    if discretise is not None and (name in PROBE_ENVS or name.startswith("envpool:")):
-        raise ValueError(
-            f"EnvConfig.discretise={discretise!r} is for continuous-action gymnax envs "
-            f"({', '.join(gymnax_continuous_envs())}); {name} has discrete actions."
-        )
-    if param_fields and (name in PROBE_ENVS or name.startswith("envpool:")):
-        raise ValueError(
-            f"EnvConfig.variants / curriculum vary gymnax env parameters; {name} has none."
-        )
-    if observe and (name in PROBE_ENVS or name.startswith("envpool:")):
-        raise ValueError(
-            f"EnvConfig.observe={tuple(observe)} is for gymnax vector observations; {name} is "
-            "not a gymnax env. Use observe=()."
-        )
-    if name in PROBE_ENVS:
-        return make_probe_env(name, num_envs)
-    if name.startswith("envpool:"):
-        from jaxrl_fast.envs.envpool_env import make_envpool_env
-
-        return make_envpool_env(name, num_envs, atari, seed=seed, evaluation=evaluation)
-    return make_gymnax_env(
-        name.removeprefix("gymnax:"), num_envs, discretise, param_fields, tuple(observe)
-    )

@@ -136,7 +136,7 @@ def make_seeded(
       ValueError: unknown env name (with the valid names), or bad `num_envs`.
       ImportError: an envpool env without the `atari` extra.
     """
-    from jaxrl_fast.envs import make_env
+    from jaxrl_fast.envs.make import make_env
 
     num_envs = config.num_envs if num_envs is None else num_envs
     pool = config.name.startswith(POOL_PREFIX)  # one pool of every seed's envs

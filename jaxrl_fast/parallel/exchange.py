@@ -59,7 +59,7 @@ class Exchange:
         """The mean gradient over the replicas where gradients are averaged in fp32 every
         update; else (1-bit, local SGD, one replica) the local gradient."""
         if self.active and self.sync_period is None and self.compression == "none":
-            return _pmean_flat(grads, self.axis)
+            return pmean_flat(grads, self.axis)
         return grads
 
     def all(self, flag: Array) -> Array:
@@ -90,7 +90,7 @@ class Exchange:
 
     def average(self, params: Any) -> Any:
         """Parameters averaged over the replicas (local SGD's sync)."""
-        return _pmean_flat(params, self.axis)
+        return pmean_flat(params, self.axis)
 
     def bytes_per_update(self, params: Any) -> float:
         """Bytes one replica puts into the exchange per update: the fp32 gradients (sync
@@ -106,7 +106,7 @@ class Exchange:
         return float(onebit.compressed_bytes(params))
 
 
-def _pmean_flat(tree: Any, axis: str) -> Any:
+def pmean_flat(tree: Any, axis: str) -> Any:
     """`pmean` of a pytree as one flat vector: one collective instead of one per tensor."""
     flat, unravel = ravel_pytree(tree)
     return unravel(jax.lax.pmean(flat, axis))

@@ -485,13 +485,3 @@ def plan(
         device_bytes=device_bytes,
         fits=device_bytes <= memory,
     )
-
-
-def __getattr__(name: str) -> Any:
-    """`sizing.check_fits`, which lives in `replay/fits.py` now (it imports this module, so it
-    is imported on first use, not at the top)."""
-    if name == "check_fits":
-        from jaxrl_fast.replay.fits import check_fits
-
-        return check_fits
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

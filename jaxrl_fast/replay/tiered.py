@@ -115,9 +115,8 @@ def make_buffer(
         return make_sequence_buffer(config, example, frame_stack=frame_stack)
     num_envs = example.obs.shape[0]
     obs_shape, obs_dtype = tuple(example.obs.shape[1:]), example.obs.dtype
-    n = config.n_step
     frame_stack = dedup_stack(config.dedup_frames, frame_stack)
-    ring = make_ring(config.capacity, num_envs, obs_shape, obs_dtype, n, frame_stack)
+    ring = make_ring(config.capacity, num_envs, obs_shape, obs_dtype, config.n_step, frame_stack)
     per = None
     if config.prioritised:
         per = prioritised.make_per(
@@ -128,92 +127,122 @@ def make_buffer(
             total_updates=total_updates,
         )
     if l3_tier is None:
-        l3_tier = make_l3(
-            config,
-            example,
-            num_seeds=num_seeds,
-            sync_every=sync_every,
-            updates_per_sync=updates_per_sync,
-            prefetch=prefetch,
-            seed=seed,
-            frame_stack=frame_stack,
-        )
+        l3_tier = make_l3(config, example, num_seeds=num_seeds, sync_every=sync_every,
+                          updates_per_sync=updates_per_sync, prefetch=prefetch, seed=seed,
+                          frame_stack=frame_stack)  # fmt: skip
     else:
         _check_tier(l3_tier, num_seeds, num_envs, obs_shape, np.dtype(obs_dtype), frame_stack)
-    tier = l3_tier
-    k_demo = demo_rows_per_batch if demos is not None else 0
+    k_demo = _demo_rows_per_batch(config, demos, demo_rows_per_batch, l3_tier)
+    step_example = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), example)
+    t = _Tiers(config, gamma, step_example, ring, per, l3_tier, demos, k_demo)
+    fns = Buffer(
+        functools.partial(_init, t),
+        functools.partial(_add, t),
+        functools.partial(_sample, t),
+        functools.partial(_update_priorities, t),
+        functools.partial(_can_sample, t),
+        _seed_axes(t),
+        restart_envs=functools.partial(_restart_envs, n_step=config.n_step),
+    )
+    return fns if l3_tier is None else _with_l3(fns, l3_tier)
+
+
+class _Tiers(NamedTuple):
+    """What the composed buffer's functions close over."""
+
+    config: ReplayConfig
+    gamma: float
+    step_example: Any
+    ring: Any
+    per: Any  # prioritised.PER or None (uniform)
+    tier: L3 | None
+    demos: DemoRows | None
+    k_demo: int  # demonstration rows per batch (0: none)
+
+
+def _demo_rows_per_batch(config: ReplayConfig, demos, rows: int, tier: L3 | None) -> int:
+    k_demo = rows if demos is not None else 0
     if k_demo and (tier is not None or not 0 < k_demo < config.batch_size):
         raise ValueError(
             f"make_buffer: {k_demo} demonstration rows per batch of {config.batch_size} "
             f"(l3={config.l3!r}); expected 1 .. batch_size - 1 of them, with l3='off'."
         )
-    step_example = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), example)
+    return k_demo
 
-    def init() -> ReplayState:
-        return ReplayState(
-            staging=staging.init(n, step_example),
-            ring=ring.init(),
-            priorities=per.init() if per is not None else None,
-            max_priority=jnp.ones((), jnp.float32),
-            updates=jnp.zeros((), jnp.int32),
-            l3=tier.init() if tier is not None else None,
-            demo=jax.tree.map(jnp.asarray, demos) if k_demo else None,
-        )
 
-    def add(state: ReplayState, step: Transition, step_gamma: Array | None = None) -> ReplayState:
-        # the n-step return and discount take the gamma of this step (traced), else `gamma`
-        stage, row = staging.stage(state.staging, step, gamma if step_gamma is None else step_gamma)
-        ring_state = ring.add(state.ring, row)
-        priorities = state.priorities
-        if per is not None:
-            pos = state.ring.insert_pos
-            priorities = per.on_add(priorities, state.max_priority, pos, ring_state)
-        l3 = tier.on_add(state.l3) if tier is not None else None
-        return state._replace(staging=stage, ring=ring_state, priorities=priorities, l3=l3)
+def _init(t: _Tiers) -> ReplayState:
+    per, tier = t.per, t.tier
+    return ReplayState(
+        staging=staging.init(t.config.n_step, t.step_example),
+        ring=t.ring.init(),
+        priorities=per.init() if per is not None else None,
+        max_priority=jnp.ones((), jnp.float32),
+        updates=jnp.zeros((), jnp.int32),
+        l3=tier.init() if tier is not None else None,
+        demo=jax.tree.map(jnp.asarray, t.demos) if t.k_demo else None,
+    )
 
-    def sample(state: ReplayState, key: PRNGKey, hp: Any = None) -> Batch:
-        if k_demo:
-            key, key_demo = jax.random.split(key)
-        if per is not None:
-            index, w = per.draw(state.priorities, key, state.updates, hp)
-            batch = ring.gather(state.ring, index)
-            batch = batch._replace(weight=w * batch.weight)  # w = 0 while the total is 0
-        else:
-            batch = ring.sample_uniform(state.ring, key, config.batch_size)
-        if k_demo:
-            return demo.mix(state.demo, batch, key_demo, k_demo)
-        if tier is None:
-            return batch
-        return tier.mix(state.l3, batch, per.l3_weights if per is not None else None)
 
-    def update_priorities(
-        state: ReplayState, index: Array, td_error: Array, hp: Any = None
-    ) -> ReplayState:
-        priorities, max_p = state.priorities, state.max_priority
-        if per is not None:
-            priorities, max_p = per.update(priorities, max_p, index, td_error, hp)
-        l3 = tier.on_update(state.l3, index) if tier is not None else None
-        return state._replace(
-            priorities=priorities, max_priority=max_p, updates=state.updates + 1, l3=l3
-        )
+def _add(t: _Tiers, state: ReplayState, step: Transition, step_gamma: Array | None = None):
+    # the n-step return and discount take the gamma of this step (traced), else `gamma`
+    gamma = t.gamma if step_gamma is None else step_gamma
+    stage, row = staging.stage(state.staging, step, gamma)
+    ring_state = t.ring.add(state.ring, row)
+    priorities = state.priorities
+    if t.per is not None:
+        pos = state.ring.insert_pos
+        priorities = t.per.on_add(priorities, state.max_priority, pos, ring_state)
+    l3 = t.tier.on_add(state.l3) if t.tier is not None else None
+    return state._replace(staging=stage, ring=ring_state, priorities=priorities, l3=l3)
 
-    def can_sample(state: ReplayState) -> Array:
-        return ring.sampleable_slots(state.ring) > 0
 
-    seed_axes = ReplayState(
+def _sample(t: _Tiers, state: ReplayState, key: PRNGKey, hp: Any = None) -> Batch:
+    per, tier = t.per, t.tier
+    if t.k_demo:
+        key, key_demo = jax.random.split(key)
+    if per is not None:
+        index, w = per.draw(state.priorities, key, state.updates, hp)
+        batch = t.ring.gather(state.ring, index)
+        batch = batch._replace(weight=w * batch.weight)  # w = 0 while the total is 0
+    else:
+        batch = t.ring.sample_uniform(state.ring, key, t.config.batch_size)
+    if t.k_demo:
+        return demo.mix(state.demo, batch, key_demo, t.k_demo)
+    if tier is None:
+        return batch
+    return tier.mix(state.l3, batch, per.l3_weights if per is not None else None)
+
+
+def _update_priorities(
+    t: _Tiers, state: ReplayState, index: Array, td_error: Array, hp: Any = None
+) -> ReplayState:
+    priorities, max_p = state.priorities, state.max_priority
+    if t.per is not None:
+        priorities, max_p = t.per.update(priorities, max_p, index, td_error, hp)
+    l3 = t.tier.on_update(state.l3, index) if t.tier is not None else None
+    return state._replace(
+        priorities=priorities, max_priority=max_p, updates=state.updates + 1, l3=l3
+    )
+
+
+def _can_sample(t: _Tiers, state: ReplayState) -> Array:
+    return t.ring.sampleable_slots(state.ring) > 0
+
+
+def _seed_axes(t: _Tiers) -> ReplayState:
+    return ReplayState(
         staging=0,
         ring=RING_SEED_AXES,
-        priorities=0 if per is not None else None,
+        priorities=0 if t.per is not None else None,
         max_priority=0,
         updates=None,
-        l3=L3_SEED_AXES if tier is not None else None,
+        l3=L3_SEED_AXES if t.tier is not None else None,
         demo=None,
     )
 
-    restart = functools.partial(_restart_envs, n_step=n)
-    fns = Buffer(init, add, sample, update_priorities, can_sample, seed_axes, restart_envs=restart)
-    if tier is None:
-        return fns
+
+def _with_l3(fns: Buffer, tier: L3) -> Buffer:
+    """`fns` with L3's host callbacks, counters, report and host state."""
     return fns._replace(
         spill=lambda state: state._replace(l3=tier.spill(state.l3, state.ring)),
         counters=lambda state: tier.counters(state.l3),

@@ -48,9 +48,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def _main(args: argparse.Namespace) -> int:
-    # through the package, as the single module did: replacing `xla_report.report` is honoured
-    from jaxrl_fast import xla_report
+    from jaxrl_fast.xla_report.reports import report
 
-    result = xla_report.report(config_from_args(args), timing_iterations=args.timing_iterations)
+    result = report(config_from_args(args), timing_iterations=args.timing_iterations)
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.render())
     return 0

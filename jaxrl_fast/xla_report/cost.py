@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import jax
 from jax.extend import core as jcore
 
-from jaxrl_fast.xla_report.jaxprs import _closed, _subs, _Walker
+from jaxrl_fast.xla_report.jaxprs import Walker, closed_jaxpr, sub_jaxprs
 
 _COST_KEYS = ("flops", "bytes accessed", "transcendentals")
 
@@ -36,13 +36,13 @@ def _compile_jaxpr(closed: Any) -> Any:
 def _loops(jaxpr: Any, top: bool = True) -> list[tuple[Any, bool]]:
     """The loop equations of `jaxpr` not inside another of its loops (through conds and calls),
     each with `top`: it is the only while at the top level of `jaxpr`."""
-    eqns, out = _closed(jaxpr).eqns, []
+    eqns, out = closed_jaxpr(jaxpr).eqns, []
     sole = sum(e.primitive.name == "while" for e in eqns) == 1
     for eqn in eqns:
         if eqn.primitive.name in ("while", "scan"):
             out.append((eqn, top and sole))
         else:
-            for sub in _subs(eqn):
+            for sub in sub_jaxprs(eqn):
                 out += _loops(sub, top=False)
     return out
 
@@ -70,7 +70,7 @@ def trip_cost(
       The total per call, and per loop: kind, depth, trips and their source, `once`,
       `per_iteration`, and its inner loops alike.
     """
-    return _trip_cost(closed, cost, _Walker(while_trips, upb), 0)
+    return _trip_cost(closed, cost, Walker(while_trips, upb), 0)
 
 
 def _trip_cost(closed, cost, walker, depth):
@@ -107,7 +107,7 @@ class Cost:
     peak_bytes: int  # XLA's peak_memory (else arguments + outputs - aliased + temporaries)
 
 
-def _memory(compiled: Any) -> tuple[dict[str, int], int]:
+def compiled_memory(compiled: Any) -> tuple[dict[str, int], int]:
     """`memory_analysis()`'s sizes (bytes, `*_in_bytes` without the suffix) and the peak: XLA's
     `peak_memory` where it reports one, else arguments + outputs - aliased + temporaries."""
     m = compiled.memory_analysis()

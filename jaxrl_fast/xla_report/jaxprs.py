@@ -1,6 +1,6 @@
 """Measure (a) of `xla_report`: jaxpr equations through every sub-jaxpr, as traced, after JAX's
 dead-code elimination, and reaching no output by a while-aware liveness pass; loop bodies weighted
-by their trip counts (`_Walker`, shared with `xla_report.cost`)."""
+by their trip counts (`Walker`, shared with `xla_report.cost`)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from jax.extend import core as jcore
 _CALLS = ("jaxpr", "call_jaxpr")  # params of call-like equations (jit, custom_jvp/vjp, remat)
 
 
-def _closed(j: Any) -> jcore.Jaxpr:
+def closed_jaxpr(j: Any) -> jcore.Jaxpr:
     return j.jaxpr if isinstance(j, jcore.ClosedJaxpr) else j
 
 
-def _subs(eqn: Any) -> list:
-    return [_closed(j) for j in jcore.jaxprs_in_params(eqn.params)]
+def sub_jaxprs(eqn: Any) -> list:
+    return [closed_jaxpr(j) for j in jcore.jaxprs_in_params(eqn.params)]
 
 
 def _call_body(eqn: Any) -> Any:
@@ -26,7 +26,7 @@ def _call_body(eqn: Any) -> Any:
     for name in _CALLS:
         j = eqn.params.get(name)
         if isinstance(j, (jcore.ClosedJaxpr, jcore.Jaxpr)):
-            j = _closed(j)
+            j = closed_jaxpr(j)
             if len(j.invars) == len(eqn.invars) and len(j.outvars) == len(eqn.outvars):
                 return j
     return None
@@ -35,9 +35,9 @@ def _call_body(eqn: Any) -> Any:
 def count_eqns(jaxpr: Any) -> collections.Counter:
     """Equations of `jaxpr` and of all its sub-jaxprs, by primitive name (each counted once)."""
     out: collections.Counter = collections.Counter()
-    for eqn in _closed(jaxpr).eqns:
+    for eqn in closed_jaxpr(jaxpr).eqns:
         out[eqn.primitive.name] += 1
-        for sub in _subs(eqn):
+        for sub in sub_jaxprs(eqn):
             out += count_eqns(sub)
     return out
 
@@ -53,7 +53,7 @@ class Loop:
     body_eqns: int  # equations in its body (through sub-jaxprs), once
 
 
-class _Walker:
+class Walker:
     """Walks a jaxpr with loop multiplicities: `while_trips[d]` is the trip count of a while loop
     nested in d others (the fused loop: blocks per chunk, collect steps per block); scans carry
     their own length. Whiles deeper than `while_trips` count once (and say so)."""
@@ -76,7 +76,7 @@ class _Walker:
     def weighted(self, jaxpr: Any, depth: int = 0, top: bool = True) -> float:
         """Equations run per call; a cond counts its largest branch (as XLA's cost does).
         Records each loop in `self.loops`."""
-        total, eqns = 0.0, _closed(jaxpr).eqns
+        total, eqns = 0.0, closed_jaxpr(jaxpr).eqns
         sole = sum(e.primitive.name == "while" for e in eqns) == 1
         for eqn in eqns:
             total += 1
@@ -92,7 +92,7 @@ class _Walker:
             elif name == "cond":
                 total += max(self.weighted(b, depth, False) for b in eqn.params["branches"])
             else:
-                total += sum(self.weighted(s, depth, False) for s in _subs(eqn))
+                total += sum(self.weighted(s, depth, False) for s in sub_jaxprs(eqn))
         return total
 
 
@@ -104,13 +104,13 @@ def _live(jaxpr: Any, used_outputs: Sequence[bool], dead: collections.Counter) -
     """
     from jax._src.interpreters import partial_eval as pe
 
-    jaxpr = _closed(jaxpr)
+    jaxpr = closed_jaxpr(jaxpr)
     live = {v for v, u in zip(jaxpr.outvars, used_outputs, strict=True) if u and _is_var(v)}
     for eqn in reversed(jaxpr.eqns):
         used = [_is_var(v) and v in live for v in eqn.outvars]
         if not any(used) and not pe.has_effects(eqn):
             dead[eqn.primitive.name] += 1
-            for sub in _subs(eqn):
+            for sub in sub_jaxprs(eqn):
                 dead.update(count_eqns(sub))
             continue
         for v, u in zip(eqn.invars, _eqn_inputs(eqn, used, dead), strict=True):
@@ -183,7 +183,7 @@ def jaxpr_counts(closed: Any, while_trips: Sequence[tuple[int, str]] = (), upb: 
     after = count_eqns(dced)
     dead: collections.Counter = collections.Counter()
     _live(jaxpr, [True] * len(jaxpr.outvars), dead)
-    walker = _Walker(while_trips, upb)
+    walker = Walker(while_trips, upb)
     per_call = walker.weighted(jaxpr)
     return JaxprCounts(
         traced=sum(before.values()),

@@ -14,7 +14,7 @@ def _fmt(x: Any) -> str:
     return f"{x:,}" if isinstance(x, int) else str(x)
 
 
-def _render(r: XlaReport) -> str:
+def render_report(r: XlaReport) -> str:
     names = list(r.programs)
     rows: list[tuple[str, ...]] = []
 

@@ -14,12 +14,12 @@ import numpy as np
 
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.resolve import ResolvedRun, resolve
-from jaxrl_fast.xla_report.cost import Cost, _memory, trip_cost, xla_cost
+from jaxrl_fast.xla_report.cost import Cost, compiled_memory, trip_cost, xla_cost
 from jaxrl_fast.xla_report.hlo import HloCounts, hlo_counts
 from jaxrl_fast.xla_report.jaxprs import JaxprCounts, jaxpr_counts
-from jaxrl_fast.xla_report.render import _render
-from jaxrl_fast.xla_report.timing import _timed, time_iterations
-from jaxrl_fast.xla_report.unfused import _unfused
+from jaxrl_fast.xla_report.render import render_report
+from jaxrl_fast.xla_report.timing import time_iterations, timed
+from jaxrl_fast.xla_report.unfused import unfused_report
 
 # The lowest settings `.compile(compiler_options=...)` accepts (jax 0.10): LLVM at -O0 without
 # its expensive passes, and the lowest effort levels (EffortLevel.O0 is 9 in XLA's enum).
@@ -66,18 +66,18 @@ class XlaReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the report as JSON-ready data."""
-        return _plain(dataclasses.asdict(self))
+        return plain_value(dataclasses.asdict(self))
 
     def render(self) -> str:
         """Return the report as a plain-text table."""
-        return _render(self)
+        return render_report(self)
 
 
-def _plain(x: Any) -> Any:
+def plain_value(x: Any) -> Any:
     if isinstance(x, dict):
-        return {str(k): _plain(v) for k, v in x.items()}
+        return {str(k): plain_value(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
+        return [plain_value(v) for v in x]
     if isinstance(x, (float, np.floating)):
         return float(x) if math.isfinite(x) else None
     if isinstance(x, (np.integer, np.bool_)):
@@ -140,14 +140,14 @@ def report(
     try:
         init_jit = jax.jit(fns.init)
         init_low = init_jit.lower(keys)
-        init_c, init_s = _timed(lambda: init_low.compile(init_compiler_options(platform)))
+        init_c, init_s = timed(lambda: init_low.compile(init_compiler_options(platform)))
         abstract = init_jit.eval_shape(keys)
-        chunk_jaxpr, lower_s = _timed(lambda: jax.make_jaxpr(fns.run_chunk)(abstract))
-        chunk_low, lower2_s = _timed(
+        chunk_jaxpr, lower_s = timed(lambda: jax.make_jaxpr(fns.run_chunk)(abstract))
+        chunk_low, lower2_s = timed(
             lambda: jax.jit(fns.run_chunk, donate_argnums=0).lower(abstract)
         )
-        chunk_c, chunk_s = _timed(lambda: chunk_low.compile())
-        lowest_c, lowest_s = _timed(lambda: chunk_low.compile(compiler_options=LOWEST_OPTIONS))
+        chunk_c, chunk_s = timed(lambda: chunk_low.compile())
+        lowest_c, lowest_s = timed(lambda: chunk_low.compile(compiler_options=LOWEST_OPTIONS))
         t = time.perf_counter()
         programs = {
             "init": _program(jax.make_jaxpr(fns.init)(keys), init_low, init_c, None, ()),
@@ -202,7 +202,7 @@ def report(
         trips=trips,
         programs=programs,
         timing=timing,
-        unfused=_unfused(config, run.env.spec, metrics_bytes),
+        unfused=unfused_report(config, run.env.spec, metrics_bytes),
         apis=dict(APIS),
         notes=_notes(programs),
     )
@@ -210,7 +210,7 @@ def report(
 
 def _program(closed, lowered, compiled, lowest, while_trips, upb: int = 0) -> ProgramReport:
     with_trips, loops = trip_cost(closed, xla_cost(compiled), while_trips, upb)
-    memory, peak = _memory(compiled)
+    memory, peak = compiled_memory(compiled)
     return ProgramReport(
         jaxpr=jaxpr_counts(closed, while_trips, upb),
         hlo_lowered=hlo_counts(lowered.as_text(dialect="hlo")),

@@ -44,12 +44,12 @@ def time_iterations(
 
     config = run.config
     # (d) time: the first chunk runs the prefill; later ones are steady state
-    runner, first_s = _timed(lambda: chunk_c(init_c(keys))[0])
+    runner, first_s = timed(lambda: chunk_c(init_c(keys))[0])
     per_iteration: dict[str, float] = {}
     for name, compiled in (("jit_default", chunk_c), ("jit_lowest", lowest_c)):
         best = math.inf
         for _ in range(timing_chunks):
-            runner, dt = _timed(lambda c=compiled, r=runner: c(r)[0])
+            runner, dt = timed(lambda c=compiled, r=runner: c(r)[0])
             best = min(best, dt)
         per_iteration[name] = best / config.blocks_per_chunk
     blocks = _divisor_at_most(config.num_blocks, timing_iterations)
@@ -60,8 +60,8 @@ def time_iterations(
             )
         )
     with jax.disable_jit():
-        runner, warm_s = _timed(lambda: eager[0].run_chunk(runner)[0])
-        runner, eager_s = _timed(lambda: eager[1].run_chunk(runner)[0])
+        runner, warm_s = timed(lambda: eager[0].run_chunk(runner)[0])
+        runner, eager_s = timed(lambda: eager[1].run_chunk(runner)[0])
     per_iteration = {"op_by_op": eager_s / blocks, **per_iteration}
     return per_iteration, blocks, first_s, warm_s
 
@@ -70,7 +70,7 @@ def _divisor_at_most(n: int, cap: int) -> int:
     return max(d for d in range(1, max(1, min(n, cap)) + 1) if n % d == 0)
 
 
-def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     t = time.perf_counter()
     out = jax.block_until_ready(fn())
     return out, time.perf_counter() - t

@@ -41,7 +41,7 @@ def unfused_totals(config: TrainConfig, spec: Any, blocks: int) -> dict[str, int
     }
 
 
-def _unfused(config: TrainConfig, spec: Any, metrics_bytes: int) -> dict[str, Any]:
+def unfused_report(config: TrainConfig, spec: Any, metrics_bytes: int) -> dict[str, Any]:
     """(e) per env step: the conventional loop (steady state, one block) vs the fused one."""
     period = config.target_period_blocks  # blocks with exactly one target update
     some, none = unfused_totals(config, spec, period), unfused_totals(config, spec, 0)

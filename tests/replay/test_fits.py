@@ -1,7 +1,7 @@
 """`replay.fits.check_fits` refuses what cannot fit, by hand: the device tiers (seeds split over
 accelerators, a CPU's shared RAM), a host L3 in host RAM (less a CPU's device tiers), a disk L3
 in its spill directory counting the killed runs' directories it may reclaim; each message names
-the fields, the bytes and values that fit. The old path `replay.sizing.check_fits` still works."""
+the fields, the bytes and values that fit."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.envs import EnvSpec
-from jaxrl_fast.replay import sizing
 from jaxrl_fast.replay.fits import check_fits
 from jaxrl_fast.replay.sizing import plan
 from jaxrl_fast.replay.spill_dirs import find_stale_spill_dirs, make_spill_dir
@@ -117,11 +116,3 @@ def test_check_fits_l3_disk_counts_reclaimable_spill_dirs(tmp_path, monkeypatch)
     assert "ReplayConfig.l3_capacity=16000" in msg and "480,000 bytes" in msg
     assert f"{480_000 - 1:,} bytes) is free (disk of spill_dir={str(tmp_path)!r}, counting" in msg
     assert os.path.isdir(dead)  # checking removes nothing
-
-
-def test_old_import_path_is_the_same_function():
-    from jaxrl_fast.replay.sizing import check_fits as old
-
-    assert old is check_fits is sizing.check_fits
-    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
-        sizing.no_such_name  # noqa: B018

@@ -20,89 +20,11 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from typing import Sequence
 
 from jaxrl_fast import presets
+from jaxrl_fast.cli.config_args import FIELD_DEST, build_config
 from jaxrl_fast.paths import writable_dir
-
-_FIELD_DEST = "field:"  # argparse dest prefix of the generated field options
-# Replay options of `plan`: argparse dests named as their ReplayConfig fields.
-_REPLAY_FIELDS = (
-    "capacity",
-    "batch_size",
-    "n_step",
-    "prioritised",
-    "sampler",
-    "l3",
-    "l3_capacity",
-    "l3_share",
-    "spill_dir",
-    "spill_block",
-)
-
-
-def _base_config(args: argparse.Namespace):
-    """The config the options change: the preset; when resuming without --preset, the run's
-    own config.json."""
-    from jaxrl_fast import options
-
-    if args.preset is None and getattr(args, "resume", None) is not None:
-        saved = os.path.join(args.resume, "config.json")
-        if os.path.exists(saved):
-            return options.from_dict(options.load_file(saved))
-    return presets.get(args.preset or presets.DEFAULT)
-
-
-def _build_config(args: argparse.Namespace):
-    """The run's config: the preset (or the resumed run's), then --config FILE, then the short
-    options (--env, --seeds, --capacity, ...), then the field options (--dqn.learning-rate ...),
-    then --set FIELD=VALUE; later ones win."""
-    from jaxrl_fast import options
-
-    if getattr(args, "l3", None) == "disk" and getattr(args, "spill_dir", None) is None:
-        args.spill_dir = tempfile.gettempdir()  # where L3 files go by default
-    config = _base_config(args)
-    if args.config is not None:
-        config = options.apply(config, options.load_file(args.config))
-    changes: dict = {}
-    env_changes: dict = {}
-    if args.env is not None:
-        env_changes["name"] = args.env
-    if args.num_envs is not None:
-        env_changes["num_envs"] = args.num_envs
-    if env_changes:
-        changes["env"] = env_changes
-    if args.seeds is not None:
-        changes["num_seeds"] = args.seeds
-    replay_changes = {
-        field: getattr(args, field)
-        for field in _REPLAY_FIELDS
-        if getattr(args, field, None) is not None
-    }
-    if replay_changes:
-        changes["replay"] = replay_changes
-    precision_changes = {
-        field: getattr(args, arg)
-        for field, arg in (
-            ("compute", "precision"),
-            ("loss_scale", "loss_scale"),
-            ("matmul_precision", "matmul_precision"),
-        )
-        if getattr(args, arg, None) is not None
-    }
-    if getattr(args, "no_fallback", False):
-        precision_changes["fallback"] = False
-    if precision_changes:
-        changes["precision"] = precision_changes
-    config = config.replace(**changes)
-    given = {
-        f.name: options.parse_value(text, f)
-        for f in options.fields()
-        if (text := getattr(args, _FIELD_DEST + f.name, None)) is not None
-    }
-    given.update(options.parse_set(args.set or []))
-    return options.apply(config, given)
 
 
 def _int_or_text(text: str) -> int | str:
@@ -129,7 +51,7 @@ def _train(args: argparse.Namespace) -> int:
     from jaxrl_fast.resolve import resolve
     from jaxrl_fast.train import train
 
-    config = _build_config(args)
+    config = build_config(args)
     # unknown env names (and a missing `atari` extra) fail here, before anything compiles; the
     # resolved run (env, precision, seed and conv choices, replay rows) is what `train` runs
     run = resolve(config)
@@ -224,7 +146,7 @@ def _plan(args: argparse.Namespace) -> int:
             memory = sizing.parse_bytes(args.device_memory)
         except ValueError as err:
             raise ValueError(f"--device-memory: {err}") from None
-    config = _build_config(args)
+    config = build_config(args)
     result = sizing.plan(config, device_memory=memory)
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.render())
     return 0
@@ -307,7 +229,7 @@ def _add_field_args(parser: argparse.ArgumentParser) -> None:
             )
         groups[part].add_argument(
             f.option,
-            dest=_FIELD_DEST + f.name,
+            dest=FIELD_DEST + f.name,
             metavar=options.metavar(f),
             help=options.help_text(f),
         )
@@ -403,7 +325,8 @@ def make_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--json", action="store_true", help="print the plan as JSON")
     m.set_defaults(func=_plan)
-    from jaxrl_fast import cli_sweep, plot, xla_report
+    from jaxrl_fast import plot, xla_report
+    from jaxrl_fast.cli import sweep as cli_sweep
 
     def _sweep_options(parser: argparse.ArgumentParser) -> None:
         _add_run_args(parser)
@@ -434,7 +357,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, ImportError, OSError) as err:  # bad input, a missing extra, full disk
         print(f"jaxrl-fast: error: {err}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 
@@ -54,7 +53,8 @@ def parse_axes(sweep: list[str], zipped: list[str]) -> dict[Any, list]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from jaxrl_fast import cli, parallel
+    from jaxrl_fast import parallel
+    from jaxrl_fast.cli.config_args import build_config
 
     parallel.use_cpu_cores()
     if not args.no_cache:
@@ -67,7 +67,7 @@ def _run(args: argparse.Namespace) -> int:
     from jaxrl_fast.train import train
 
     spec = parse_axes(args.sweep or [], args.zip or [])
-    config = cli._build_config(args)
+    config = build_config(args)
     laid_out = plan(config, spec, args.seeds_per_point)  # every point checked before compiling
     resolve(laid_out.config)  # unknown envs and missing extras fail before compiling too
     if args.out is not None:
@@ -123,9 +123,3 @@ def add_parser(sub: Any, add_common) -> argparse.ArgumentParser:
     add_common(s)
     s.set_defaults(func=_run)
     return s
-
-
-if __name__ == "__main__":  # pragma: no cover
-    from jaxrl_fast.cli import main
-
-    sys.exit(main(["sweep", *sys.argv[1:]]))
