@@ -35,6 +35,7 @@ from jaxrl_fast.config import (
     TrainConfig,
     parse_gamma_schedule,
 )
+from jaxrl_fast.config import SWEEPABLE as _SWEEPABLE
 from jaxrl_fast.types import Array
 
 
@@ -73,31 +74,8 @@ class HParams(NamedTuple):
 
 
 # dotted config field -> what it sets (the gamma phases come from two fields)
-SWEEPABLE = (
-    "dqn.learning_rate",
-    "dqn.gamma",
-    "dqn.tau",
-    "dqn.huber_delta",
-    "dqn.max_grad_norm",
-    "schedule.lr_schedule",
-    "schedule.lr_end_fraction",
-    "schedule.lr_period_fraction",
-    "schedule.gamma_schedule",
-    "schedule.epsilon_schedule",
-    "schedule.epsilon_start",
-    "schedule.epsilon_end",
-    "schedule.epsilon_fraction",
-    "schedule.epsilon_factor",
-    "schedule.epsilon_every",
-    "replay.alpha",
-    "replay.beta",
-    "replay.priority_eps",
-    "precision.initial_scale",
-    "precision.growth_interval",
-    "precision.min_scale",
-    "precision.fallback_overflows",
-    "precision.fallback_window",
-)
+# The fields a sweep may vary: those declared `knob(sweep=True)` (`config.fields`).
+SWEEPABLE = _SWEEPABLE
 
 
 def gamma_phases(dqn: DQNConfig, schedule: ScheduleConfig) -> tuple[np.ndarray, np.ndarray]:

@@ -9,21 +9,9 @@ import os
 import tempfile
 
 from jaxrl_fast import presets
+from jaxrl_fast.config import TrainConfig, aliases
 
 FIELD_DEST = "field:"  # argparse dest prefix of the generated field options
-# Replay options of `plan`: argparse dests named as their ReplayConfig fields.
-REPLAY_FIELDS = (
-    "capacity",
-    "batch_size",
-    "n_step",
-    "prioritised",
-    "sampler",
-    "l3",
-    "l3_capacity",
-    "l3_share",
-    "spill_dir",
-    "spill_block",
-)
 
 
 def base_config(args: argparse.Namespace):
@@ -49,37 +37,16 @@ def build_config(args: argparse.Namespace):
     config = base_config(args)
     if args.config is not None:
         config = options.apply(config, options.load_file(args.config))
-    changes: dict = {}
-    env_changes: dict = {}
-    if args.env is not None:
-        env_changes["name"] = args.env
-    if args.num_envs is not None:
-        env_changes["num_envs"] = args.num_envs
-    if env_changes:
-        changes["env"] = env_changes
-    if args.seeds is not None:
-        changes["num_seeds"] = args.seeds
-    replay_changes = {
-        field: getattr(args, field)
-        for field in REPLAY_FIELDS
-        if getattr(args, field, None) is not None
-    }
-    if replay_changes:
-        changes["replay"] = replay_changes
-    precision_changes = {
-        field: getattr(args, arg)
-        for field, arg in (
-            ("compute", "precision"),
-            ("loss_scale", "loss_scale"),
-            ("matmul_precision", "matmul_precision"),
-        )
-        if getattr(args, arg, None) is not None
+    # the short options (--env, --seeds, --capacity, --precision, ...): the fields' declared
+    # aliases (`knob(alias=...)`), each an argparse dest of the alias's name
+    short = {
+        field: value
+        for field, alias in aliases(TrainConfig).items()
+        if (value := getattr(args, alias[2:].replace("-", "_"), None)) is not None
     }
     if getattr(args, "no_fallback", False):
-        precision_changes["fallback"] = False
-    if precision_changes:
-        changes["precision"] = precision_changes
-    config = config.replace(**changes)
+        short["precision.fallback"] = False
+    config = options.apply(config, short)
     given = {
         f.name: options.parse_value(text, f)
         for f in options.fields()

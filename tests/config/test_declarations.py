@@ -1,0 +1,120 @@
+"""One home per knob: the facts declared beside each config field (`config.fields.knob`) are the
+ones the sweep, the resume check and the command line use."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jaxrl_fast import options
+from jaxrl_fast.cli import make_parser
+from jaxrl_fast.cli.config_args import build_config
+from jaxrl_fast.config import RESUME_OVERRIDABLE, SWEEPABLE, TrainConfig, aliases, declared
+from jaxrl_fast.hparams import hparams_of
+
+# A value other than the default for each sweepable field.
+OTHER = {
+    "dqn.learning_rate": 1e-3,
+    "dqn.gamma": 0.9,
+    "dqn.tau": 0.5,
+    "dqn.huber_delta": 2.0,
+    "dqn.max_grad_norm": 3.0,
+    "schedule.lr_schedule": "linear",
+    "schedule.lr_end_fraction": 0.5,
+    "schedule.lr_period_fraction": 0.2,
+    "schedule.gamma_schedule": "0.9:0.5,0.99",
+    "schedule.epsilon_schedule": "factor",
+    "schedule.epsilon_start": 0.5,
+    "schedule.epsilon_end": 0.01,
+    "schedule.epsilon_fraction": 0.25,
+    "schedule.epsilon_factor": 0.9,
+    "schedule.epsilon_every": 10,
+    "replay.alpha": 0.5,
+    "replay.beta": 0.5,
+    "replay.priority_eps": 1e-3,
+    "precision.initial_scale": 1024.0,
+    "precision.growth_interval": 10,
+    "precision.min_scale": 2.0,
+    "precision.fallback_overflows": 3,
+    "precision.fallback_window": 100,
+}
+
+
+def test_the_derived_lists_are_the_declared_fields():
+    assert SWEEPABLE == declared(TrainConfig, "sweep") and len(SWEEPABLE) == 23
+    assert RESUME_OVERRIDABLE == declared(TrainConfig, "resume")
+    assert len(RESUME_OVERRIDABLE) == 23
+    assert set(OTHER) == set(SWEEPABLE)  # a new sweepable field needs a value here
+    with pytest.raises(ValueError, match="flag 'traced'"):
+        declared(TrainConfig, "traced")
+
+
+@pytest.mark.parametrize("name", SWEEPABLE)
+def test_every_sweepable_field_is_a_traced_hyperparameter(name):
+    """Changing a field declared sweepable changes the seed's `HParams` (what the program
+    reads), so declaring it is all a sweep needs."""
+    base = TrainConfig()
+    if name == "schedule.epsilon_factor":  # read by the factor schedule only
+        base = base.replace(schedule={"epsilon_schedule": "factor"})
+    if name in ("schedule.lr_end_fraction", "schedule.lr_period_fraction"):
+        base = base.replace(schedule={"lr_schedule": "cosine_restarts"})
+    changed = options.apply(base, {name: OTHER[name]})
+    a, b = hparams_of(base), hparams_of(changed)
+    differ = [f for f in a._fields if not np.array_equal(getattr(a, f), getattr(b, f))]
+    assert differ, f"{name} is declared sweepable but sets no HParams value"
+
+
+def test_resume_overridable_fields_change_no_shape():
+    """No field a resume may override is one that sizes an array or a loop."""
+    shaped = {
+        "replay.capacity",
+        "replay.batch_size",
+        "replay.n_step",
+        "env.num_envs",
+        "total_env_steps",
+        "train_frequency",
+        "num_seeds",
+        "network.hidden_sizes",
+    }
+    assert not shaped & set(RESUME_OVERRIDABLE)
+
+
+# What an alias needs beside it to make a valid config from the default preset.
+COMPANIONS = {
+    "replay.l3": ["--l3-capacity", "20000"],
+    "replay.l3_capacity": ["--l3", "host"],
+    "replay.l3_share": ["--l3", "host", "--l3-capacity", "20000"],
+    "replay.sampler": ["--prioritised"],
+}
+
+
+def test_every_declared_alias_is_a_train_option_that_sets_its_field():
+    values = {
+        "env.name": ("probe-chain", "probe-chain"),
+        "env.num_envs": ("5", 5),
+        "num_seeds": ("3", 3),
+        "replay.capacity": ("800", 800),
+        "replay.batch_size": ("16", 16),
+        "replay.n_step": ("2", 2),
+        "replay.prioritised": (None, True),
+        "replay.sampler": ("cumsum", "cumsum"),
+        "replay.l3": ("host", "host"),
+        "replay.l3_capacity": ("1600", 1600),
+        "replay.l3_share": ("0.25", 0.25),
+        "replay.spill_dir": ("/tmp", "/tmp"),
+        "replay.spill_block": ("8MB", "8MB"),
+        "precision.compute": ("bf16", "bf16"),
+        "precision.loss_scale": ("static:8", "static:8"),
+        "precision.matmul_precision": ("highest", "highest"),
+    }
+    declared_aliases = aliases(TrainConfig)
+    assert set(declared_aliases) == set(values)
+    parser = make_parser()
+    for name, alias in declared_aliases.items():
+        text, want = values[name]
+        argv = ["train", alias] if text is None else ["train", alias, text]
+        argv += COMPANIONS.get(name, [])
+        config = build_config(parser.parse_args(argv))
+        part, _, leaf = name.rpartition(".")
+        got = getattr(getattr(config, part) if part else config, leaf)
+        assert got == want, (alias, got)
