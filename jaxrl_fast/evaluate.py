@@ -4,7 +4,7 @@ Each seed plays `eval_episodes` episodes at once (one env per episode) with epsi
 `config.eval_epsilon` (0: greedy), until every episode has ended or `max_episode_steps` steps
 have passed; the return of each episode counts its rewards up to its end. The envs are a
 `SeededEnv` built when `make_evaluate` runs (for envpool: a pool of `S x eval_episodes` whole,
-unclipped games), never while the evaluation is traced. The fused loop (`loop.py`) and the
+unclipped games), never while the evaluation is traced. The fused loop (`loop/loop.py`) and the
 conventional baseline (`baseline.py`) evaluate with this same function.
 """
 

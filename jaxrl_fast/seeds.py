@@ -1,6 +1,6 @@
 """Seeds as a batch axis: seed vmap / seed map, the choices of how seeds run, key derivation.
 
-Everything here is shared by the fused loop (`loop.py`), its evaluation and the conventional
+Everything here is shared by the fused loop (`loop/loop.py`), its evaluation and the conventional
 baseline (`baseline.py`), so the two loops derive the same keys and make the same choices:
 
 - `seed_vmap` / `seed_map`: the per-seed work batched (`jax.vmap`) or one seed after another
