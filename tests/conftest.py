@@ -67,6 +67,20 @@ def stack_stream(steps, num_envs, starts, *, frame=(2, 3), k=4, seed=0):
     return out
 
 
+# Doctests that compile a training program: outside the fast tier (`pytest -m "not slow"`).
+SLOW_DOCTESTS = {
+    "jaxrl_fast.loop.loop.make_train",
+    "jaxrl_fast.baseline.train_unfused",
+    "jaxrl_fast.replay.sequence.make_sequence_buffer",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if isinstance(item, pytest.DoctestItem) and item.name in SLOW_DOCTESTS:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def tiny():
     return tiny_config()

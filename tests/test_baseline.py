@@ -34,6 +34,7 @@ def _chain_config(**changes) -> TrainConfig:
     return cfg.replace(**changes)
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 def test_train_unfused_learns_probe_chain_optimal_q():
     cfg = _chain_config()
@@ -71,6 +72,7 @@ def _bandit_steps(num_envs: int, num_steps: int, seed: int = 0):
         obs = next_obs
 
 
+@pytest.mark.slow
 def test_host_replay_never_stores_reset_pseudo_transitions():
     # probe-bandit ends every episode after one step, so every other step is a reset step whose
     # row (old state -> new random state, reward 0, not terminated) is not a transition.
@@ -131,6 +133,7 @@ def test_host_replay_wraps_and_samples_only_filled_rows():
     assert batch.index.max() < 2
 
 
+@pytest.mark.slow
 def test_train_unfused_max_env_steps_rounds_down_to_whole_blocks():
     cfg = _chain_config(
         total_env_steps=800,
@@ -173,6 +176,7 @@ def test_baseline_blocks_matches_config_without_limit():
     assert baseline_blocks(cfg, 8_000) == cfg.num_blocks
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("epsilon", [1.0, 0.5], ids=["explore", "half-greedy"])
 def test_fused_and_unfused_loops_take_the_same_first_actions(epsilon):
     """Both loops derive the same keys (`seeds.train_keys`), split them the same way and use

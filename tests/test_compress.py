@@ -23,6 +23,7 @@ def _params(hidden, seed=0):
     return _net(hidden).init(jax.random.key(seed), jnp.zeros((1, 4)))
 
 
+@pytest.mark.slow
 def test_global_pruning_zeroes_exactly_the_smallest_kernel_entries():
     params = _params((16, 8))
     pruned = compress.prune_by_magnitude(params, 0.3)
@@ -44,6 +45,7 @@ def test_global_pruning_zeroes_exactly_the_smallest_kernel_entries():
         np.testing.assert_array_equal(np.asarray(b), np.asarray(o))
 
 
+@pytest.mark.slow
 def test_layer_pruning_prunes_each_kernel_by_the_fraction():
     pruned = compress.prune_by_magnitude(_params((16, 8)), 0.25, scope="layer")
     for path, x in jax.tree_util.tree_leaves_with_path(pruned):
@@ -62,6 +64,7 @@ def test_bad_pruning_is_refused(kwargs, match):
         compress.prune_by_magnitude(_params((8,)), **kwargs)
 
 
+@pytest.mark.slow
 def test_distillation_matches_the_teacher_and_keeps_pruned_zeros():
     """A small student learns a random teacher's advantages on its states; a pruned copy
     fine-tuned with `keep` keeps its zeros."""
@@ -79,6 +82,7 @@ def test_distillation_matches_the_teacher_and_keeps_pruned_zeros():
     assert compress.count_params(tuned)[1] == compress.count_params(pruned)[1]
 
 
+@pytest.mark.slow
 def test_greedy_return_and_collected_states():
     """A network that always pushes left scores the short episodes of that policy; the
     collected observations have the env's shape."""

@@ -58,6 +58,7 @@ def test_the_margin_loss_on_demonstration_rows():
     np.testing.assert_allclose(float(no_demos), float(td_loss), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_margin_weight_decays_linearly_over_the_updates():
     net = QNetwork(3, (8,))
     agent = make_agent(DQNConfig(loss="mse"), net, 3, demo=(0.8, 2.0, 10))
@@ -76,6 +77,7 @@ def test_the_margin_weight_decays_linearly_over_the_updates():
     assert loss_at(8) - base == pytest.approx(full * 0.2, rel=1e-4)
 
 
+@pytest.mark.slow
 def test_scripted_cartpole_demonstrations_balance_the_pole():
     cfg = TrainConfig(demo=DemoConfig(source="scripted", steps=5_000))
     steps = demos.scripted_steps(cfg)
@@ -84,6 +86,7 @@ def test_scripted_cartpole_demonstrations_balance_the_pole():
     assert not steps.terminated.any() and not steps.reset.any()
 
 
+@pytest.mark.slow
 def test_scripted_policy_on_a_discretised_arm():
     from jaxrl_fast.envs.scripted import scripted_policy
 
@@ -104,6 +107,7 @@ def probe_run():
     return train(tiny_config(), progress=False)
 
 
+@pytest.mark.slow
 def test_record_and_load_round_trip(probe_run, tmp_path):
     path = tmp_path / "probe.npz"
     steps = demos.record(probe_run, path, steps=60)
@@ -119,6 +123,7 @@ def test_record_and_load_round_trip(probe_run, tmp_path):
     assert rows is not None and len(rows.action) > 20
 
 
+@pytest.mark.slow
 def test_load_refuses_other_envs_and_bad_files(probe_run, tmp_path):
     path = tmp_path / "probe.npz"
     demos.record(probe_run, path, steps=40)
@@ -154,6 +159,7 @@ def test_config_refusals():
         train_unfused(tiny_config(demo={"source": "scripted"}))
 
 
+@pytest.mark.slow
 def test_the_loop_learns_the_demonstrators_actions():
     """CartPole with half of every batch from the scripted controller and a strong margin
     loss: after 100 updates the greedy policy takes the controller's action on most
@@ -189,6 +195,7 @@ def test_the_loop_learns_the_demonstrators_actions():
     assert max(without) <= 0.6, without
 
 
+@pytest.mark.slow
 def test_recorded_demonstrations_with_prioritised_replay(probe_run, tmp_path):
     """Prioritised replay with demonstration rows (index -1, not L2 rows): finite priorities,
     and the run learns probe-chain."""
@@ -211,3 +218,21 @@ def test_demonstrations_refuse_a_gamma_schedule():
         TrainConfig().replace(
             demo={"source": "scripted"}, schedule={"gamma_schedule": "0.99:0.5,0.9"}
         )
+
+
+def test_demonstration_files_are_read_when_the_run_is_resolved_not_when_built(tmp_path):
+    """`resolve` reads the file once; building the loop (and so tracing it) reads nothing."""
+    from jaxrl_fast.loop import make_train
+    from jaxrl_fast.resolve import resolve
+
+    cfg = TrainConfig(demo=DemoConfig(source="scripted", steps=400))
+    path = tmp_path / "cartpole.npz"
+    demos.save(path, demos.scripted_steps(cfg), cfg)
+    cfg = cfg.replace(demo={"source": str(path)}, replay={"capacity": 1_000})
+    run = resolve(cfg)
+    assert run.demos is not None and run.demos.obs.shape[0] == 400 - 10  # the last step's rows wait
+    path.unlink()  # nothing below may read it
+    fns = make_train(run)
+    assert fns.buffer.init().demo.obs.shape == run.demos.obs.shape
+    with pytest.raises(ValueError, match="cartpole.npz"):
+        resolve(cfg)  # the file is gone: resolving again says so, naming it

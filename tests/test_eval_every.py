@@ -22,6 +22,7 @@ def runs(tmp_path_factory):
     return evaluated, plain, path
 
 
+@pytest.mark.slow
 def test_chunks_reaching_a_multiple_and_the_last_are_evaluated(runs):
     evaluated, _, _ = runs
     got = [(h["env_steps"], "eval_return" in h) for h in evaluated.history]
@@ -63,6 +64,7 @@ def test_rows_and_rliable_export_hold_the_evaluations(runs):
         assert "eval_return" in f.readline().strip().split(",")
 
 
+@pytest.mark.slow
 def test_no_evaluation_compiles_nothing_and_reports_none(tmp_path):
     result = train(tiny_config(eval_episodes=0), progress=False, run_dir=tmp_path / "r")
     assert result.final_return.shape == (2,) and np.all(np.isnan(result.final_return))

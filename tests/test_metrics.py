@@ -27,6 +27,7 @@ def _jsonl(path):
         return [json.loads(line) for line in f]
 
 
+@pytest.mark.slow
 def test_config_json_holds_config_and_versions(run):
     result, path = run
     with open(path / "config.json") as f:
@@ -79,6 +80,7 @@ def test_summary_hashes_each_seeds_parameters(run):
     assert summary["env_steps_per_seed"] == 880
 
 
+@pytest.mark.slow
 def test_same_run_same_hashes_and_any_changed_bit_shows(run, tmp_path):
     result, path = run
     again = train(result.config, progress=False, run_dir=tmp_path / "again")

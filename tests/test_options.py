@@ -115,6 +115,7 @@ def finished_run(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_changed_config_unless_forced(finished_run):
     changed = tiny_config(dqn={"learning_rate": 5e-4}, eval_episodes=3)
     with pytest.raises(ValueError, match=r"dqn\.learning_rate, eval_episodes; force_config=True"):

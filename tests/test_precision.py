@@ -223,6 +223,7 @@ def _batch(reward=1.0, b=8):
     )
 
 
+@pytest.mark.slow
 def test_nonfinite_gradient_leaves_agent_bitwise_unchanged():
     agent = _agent()
     update = jax.jit(agent.update)
@@ -238,6 +239,7 @@ def test_nonfinite_gradient_leaves_agent_bitwise_unchanged():
     assert int(new.loss_scale.skipped) == 1
 
 
+@pytest.mark.slow
 def test_fallback_on_injected_overflows_then_updates_in_fp32():
     agent = _agent(fallback_overflows=3, min_scale=2.0**-20)
     update = jax.jit(agent.update)
@@ -300,6 +302,7 @@ def test_network_computes_in_policy_dtype_with_fp32_params_and_q(compute, dtype)
 
 
 # ---- in the fused loop ------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.learning
 @pytest.mark.parametrize("compute", ["bf16", "fp16"])
 def test_low_precision_learns_probe_chain(compute):
@@ -323,6 +326,7 @@ def _huge_rewards(env: Env, offset: float) -> Env:
     return env._replace(step=step)
 
 
+@pytest.mark.slow
 def test_fused_run_falls_back_to_fp32_and_continues():
     """Rewards of 1e7 overflow fp16 gradients at any scale: after 3 skipped updates the run
     switches to fp32 (compiled once), and every later update is applied."""
@@ -345,6 +349,7 @@ def test_fused_run_falls_back_to_fp32_and_continues():
     assert np.all(np.isfinite(np.asarray(jax.tree.leaves(agent.params)[0])))
 
 
+@pytest.mark.slow
 def test_all_updates_skipped_without_fallback_raises_clear_error():
     cfg = tiny_config(precision=PrecisionConfig(compute="fp16", fallback=False))
     env = _huge_rewards(make_env("probe-chain", cfg.env.num_envs), 1e7)

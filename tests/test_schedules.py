@@ -121,6 +121,7 @@ def _step(reward, terminated):
     )
 
 
+@pytest.mark.slow
 def test_staging_with_a_traced_gamma_matches_a_constant_one():
     example = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), _step([0.0], [False]))
     rows = {}
@@ -191,6 +192,7 @@ def test_other_priority_formulas_are_refused_with_the_allowed_forms():
             ReplayConfig(priority=formula)
 
 
+@pytest.mark.slow
 def test_the_loop_commits_each_transition_with_the_gamma_of_its_step():
     from jaxrl_fast.train import train
 

@@ -77,6 +77,7 @@ def compiles(monkeypatch):
     return texts
 
 
+@pytest.mark.slow
 def test_a_sweep_compiles_once_whatever_the_values(compiles):
     cfg = tiny_config(total_env_steps=240, num_chunks=2)
     first = train(cfg, sweep={"dqn.learning_rate": [1e-3, 3e-3, 1e-2]}, progress=False)
@@ -102,6 +103,7 @@ def _params(result, seeds):
     return jax.tree.map(lambda x: np.asarray(x)[seeds], result.runner.seeds.agent.params)
 
 
+@pytest.mark.slow
 def test_a_one_point_sweep_is_the_plain_run_bitwise(lr_sweep):
     cfg, _ = lr_sweep
     plain = train(cfg, progress=False)  # learning_rate 1e-3, 2 seeds
@@ -110,6 +112,7 @@ def test_a_one_point_sweep_is_the_plain_run_bitwise(lr_sweep):
     np.testing.assert_array_equal(one.points[0].final_returns, plain.final_return)
 
 
+@pytest.mark.slow
 def test_each_point_trains_with_its_own_values_and_the_shared_keys(lr_sweep):
     cfg, swept = lr_sweep
     plain = train(cfg.replace(dqn={"learning_rate": 3e-3}), progress=False)
@@ -129,6 +132,7 @@ def test_each_point_trains_with_its_own_values_and_the_shared_keys(lr_sweep):
     assert max(jax.tree.leaves(diff)) > 1e-2
 
 
+@pytest.mark.slow
 def test_sweep_result_points_and_files(lr_sweep, tmp_path):
     _, swept = lr_sweep
     finals = np.asarray(swept.result.final_return)
@@ -157,6 +161,7 @@ def test_confidence_interval_by_hand():
     assert sweep.confidence_interval([1.0]) is None
 
 
+@pytest.mark.slow
 def test_resume_with_another_sweep_is_refused(tmp_path):
     run_dir = tmp_path / "run"
     cfg = tiny_config(total_env_steps=240, num_chunks=2)
@@ -177,6 +182,7 @@ def test_resume_with_another_sweep_is_refused(tmp_path):
         )
 
 
+@pytest.mark.slow
 def test_cli_sweep_writes_points(tmp_path, capsys):
     cfg_file = tmp_path / "tiny.json"
     cfg_file.write_text(json.dumps(tiny_config(total_env_steps=240, num_chunks=2).to_dict()))

@@ -48,6 +48,7 @@ def run(tmp_path_factory):
     return train(tiny_config(eval_every=400), progress=False, run_dir=path), path
 
 
+@pytest.mark.slow
 def test_event_files_hold_each_chunks_metrics_per_seed_and_mean(run):
     result, path = run
     tags = _scalars(path / "tb")

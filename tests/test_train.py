@@ -14,6 +14,7 @@ def _params(result):
     return [np.asarray(x) for x in jax.tree.leaves(result.runner.seeds.agent.params)]
 
 
+@pytest.mark.slow
 def test_chunked_equals_unchunked_bitwise():
     one = train(tiny_config(num_chunks=1), progress=False)
     many = train(tiny_config(num_chunks=4), progress=False)
@@ -23,6 +24,7 @@ def test_chunked_equals_unchunked_bitwise():
     np.testing.assert_array_equal(one.final_return, many.final_return)
 
 
+@pytest.mark.slow
 def test_prime_block_count_warns_with_a_better_total():
     cfg = tiny_config(total_env_steps=80 + 211 * 4, num_chunks=None, num_seeds=1)  # prime
     assert cfg.chunks == 1
@@ -33,6 +35,7 @@ def test_prime_block_count_warns_with_a_better_total():
     assert better.chunks == 20
 
 
+@pytest.mark.slow
 def test_seeds_are_independent_and_reproducible():
     a = train(tiny_config(num_chunks=2), progress=False)
     b = train(tiny_config(num_chunks=2), progress=False)
@@ -45,6 +48,7 @@ def test_seeds_are_independent_and_reproducible():
     assert any(not np.array_equal(x, z) for x, z in zip(pa, pc, strict=True))
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 def test_unsafe_rbg_runs_are_reproducible_other_streams_and_still_learn():
     from conftest import assert_learned_probe_chain
@@ -69,6 +73,7 @@ def test_metrics_report_episodes(tiny):
     assert all(e > 0 for e in last["episodes"])
 
 
+@pytest.mark.slow
 def test_init_compiled_for_speed_gives_the_default_builds_state():
     from jaxrl_fast.loop import make_train
     from jaxrl_fast.seeds import train_keys

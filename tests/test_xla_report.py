@@ -71,6 +71,7 @@ def cli_run():
     return made[0], out.getvalue(), rc
 
 
+@pytest.mark.slow
 def test_cli_json_prints_the_report(cli_run):
     rep, printed, rc = cli_run
     assert rc == 0
@@ -99,6 +100,7 @@ def test_bad_set_field_raises_value_error():
         args.func(args)
 
 
+@pytest.mark.slow
 def test_jaxpr_counts_are_consistent(cli_run):
     rep = cli_run[0]
     for name, prog in rep.programs.items():
@@ -123,6 +125,7 @@ def test_jaxpr_counts_are_consistent(cli_run):
     assert chunk.per_call > chunk.traced
 
 
+@pytest.mark.slow
 def test_hlo_counts_are_consistent(cli_run):
     rep = cli_run[0]
     for name, prog in rep.programs.items():
@@ -141,6 +144,7 @@ def test_hlo_counts_are_consistent(cli_run):
     assert rep.programs["init"].hlo_optimised_lowest is None
 
 
+@pytest.mark.slow
 def test_cost_counts_each_loop_body_times_its_trip_count(cli_run):
     rep = cli_run[0]
     cost = rep.programs["run_chunk"].cost
@@ -206,6 +210,7 @@ def test_liveness_enters_while_loops_where_jax_dce_stops():
     assert [(loop.kind, loop.trips) for loop in counts.loops] == [("while", 5)]
 
 
+@pytest.mark.slow
 def test_timings_are_positive_and_apart(cli_run):
     t = cli_run[0].timing
     assert set(t["per_iteration_s"]) == {"op_by_op", "jit_lowest", "jit_default"}
@@ -215,6 +220,7 @@ def test_timings_are_positive_and_apart(cli_run):
     assert t["iterations_timed"]["op_by_op"] <= 2 and t["iterations_timed"]["jit"] == 25
 
 
+@pytest.mark.slow
 def test_render_names_every_measure(cli_run):
     rep = cli_run[0]
     text = rep.render()
@@ -237,6 +243,7 @@ def test_render_names_every_measure(cli_run):
     assert rep.apis["dce"].startswith("jax._src.interpreters.partial_eval.dce_jaxpr")
 
 
+@pytest.mark.slow
 def test_unfused_counts_match_an_instrumented_train_unfused(cli_run, monkeypatch):
     cfg = tiny_config(
         train_frequency=8, updates_per_block=2, replay={"n_step": 1}, dqn={"target_period": 80}

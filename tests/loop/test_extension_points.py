@@ -41,6 +41,7 @@ def toy_parts():
     losses.register("test-l1", losses.Loss("test-l1", _l1_rows))
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 def test_toy_head_loss_and_extension_in_a_training_run(toy_parts):
     cfg = tiny_config(

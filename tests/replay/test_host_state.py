@@ -107,6 +107,7 @@ def _orbax_round_trip(state, like, directory):
     return dict(out["l3"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind, via", [("host", "direct"), ("disk", "orbax")])
 def test_resumed_l3_continues_bitwise(kind, via, tmp_path):
     spill_dir = tmp_path / "spill"
@@ -305,6 +306,7 @@ def test_load_copies_rows_in_slabs_from_tensorstores(monkeypatch):
     store.close(), fresh.close()
 
 
+@pytest.mark.slow
 def test_fused_loop_resumed_from_host_state_ends_bitwise_equal():
     """Through the real loop (`make_train`): a run with a host L3 stopped after 2 of 4 chunks,
     its runner and host state handed to a freshly built run, ends with the runner (parameters,

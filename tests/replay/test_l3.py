@@ -96,6 +96,7 @@ def tiered_run():
     buf.close()
 
 
+@pytest.mark.slow
 def test_layout_from_block_bytes(tiered_run):
     layout = tiered_run[1].layout
     assert layout.block == 10 and layout.slots == T3
@@ -185,6 +186,7 @@ def test_report_gives_numbers_and_the_interval_hit_rate(tiered_run):
     np.testing.assert_allclose(buf.report(now, half)["l2_hit_rate"], rec["l2_hit_rate"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["host", "disk"])
 def test_frame_dedup_l3_rebuilds_stacks_bitwise(kind, tmp_path):
     """L2 and L3 both store one frame per row; every sampled row's stacks, from either tier,
@@ -266,6 +268,7 @@ def test_unwritable_spill_dir(tmp_path, monkeypatch):
         make_buffer(_config(l3="disk", spill_dir=str(ro)), _example(), num_seeds=S, sync_every=SYNC)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep", [False, True])
 def test_disk_files_removed_unless_kept(tmp_path, keep):
     buf, tier = _buffer(_config(l3="disk", spill_dir=str(tmp_path), keep_spill=keep))
@@ -284,6 +287,7 @@ def test_bad_l3_capacities_raise_naming_fields():
         make_buffer(_config(capacity=12), _example(), num_seeds=S, sync_every=SYNC)
 
 
+@pytest.mark.slow
 def test_dynamic_share_holds_the_l2_hit_rate_and_follows_the_stored_rows():
     # batches of 20, up to 10 rows prefetched from L3; hold the L2 hit rate >= 85%: <= 3 L3 rows
     buf, _ = _buffer(_config(batch_size=20, l3_share=0.5, l3_hit_rate=0.85))
@@ -301,6 +305,7 @@ def test_dynamic_share_holds_the_l2_hit_rate_and_follows_the_stored_rows():
     assert (1.0 - l3_rows.sum(axis=0) / drawn >= 0.85).all()
 
 
+@pytest.mark.slow
 def test_dynamic_share_follows_the_rows_only_l3_holds():
     # L3 of 50 slots behind an L2 of 40: L3 alone holds 10-20 slots, so the share of a batch
     # drawn from it follows n3 / (n3 + 40) (about 20-33%) under a loose hit-rate floor of 5%
@@ -330,6 +335,7 @@ def test_dynamic_share_needs_l3_and_a_largest_share():
         _config(l3_hit_rate=1.5)
 
 
+@pytest.mark.slow
 def test_dynamic_share_in_the_loop_reports_a_held_hit_rate():
     from conftest import tiny_config
 

@@ -67,6 +67,7 @@ def test_sampling_distribution_matches_priorities(kind):
     assert chi2 < CHI2_999[dof], (kind, chi2, counts)
 
 
+@pytest.mark.slow
 def test_both_samplers_draw_the_same_rows():
     # Dyadic priorities: every partial sum is exact in float32, so both samplers cut the total
     # mass into the same intervals and map the same stratified points to the same rows.
@@ -242,6 +243,7 @@ def _expected_positive(writes, slots, n, resets):
     return live
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", SAMPLERS)
 def test_new_rows_get_max_priority_reset_placeholder_newest_and_unwritten_rows_zero(kind):
     per = _per(kind, slots=10, n=2, batch_size=8, priority="sqrt")
@@ -273,6 +275,7 @@ def test_new_rows_get_max_priority_reset_placeholder_newest_and_unwritten_rows_z
     assert np.all(np.asarray(batch.weight) > 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", SAMPLERS)
 def test_priorities_stay_positive_exactly_on_live_rows_over_wraps(kind):
     slots, n = 7, 3
@@ -364,6 +367,7 @@ def test_importance_weights_in_batch_by_hand(kind):
     assert batch.weight.max() == 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", SAMPLERS)
 def test_beta_anneals_linearly_to_one_over_total_updates(kind):
     per = _per(kind, slots=4, n=1, batch_size=8, priority="sqrt", beta=0.2, total_updates=4)

@@ -311,6 +311,7 @@ def test_make_buffer_no_sample_before_a_complete_row():
     np.testing.assert_array_equal(buffer.sample(state, jax.random.key(0)).weight, 0.0)
 
 
+@pytest.mark.slow
 def test_vmapped_seeds_share_the_cursor():
     buffer = make_buffer(ReplayConfig(capacity=4 * E, batch_size=4), _example())
     axes = buffer.seed_axes
@@ -350,6 +351,7 @@ def _dedup_rows(stream, capacity, n_step=1):
     return ring, state
 
 
+@pytest.mark.slow
 def test_frame_dedup_stores_one_frame_and_rebuilds_stacks_bitwise():
     starts = {(3, 0), (4, 1), (9, 0), (10, 0)}  # incl. a one-step episode
     stream = _stack_stream(16, starts)

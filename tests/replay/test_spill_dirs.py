@@ -57,6 +57,7 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)  # reaped: no zombie left holding the pid
 
 
+@pytest.mark.slow
 def test_sigkilled_runs_spill_dir_is_reclaimed_and_a_live_ones_survives(tmp_path):
     killed, killed_path, nbytes = _start_store_process(tmp_path)
     live, live_path, _ = _start_store_process(tmp_path)

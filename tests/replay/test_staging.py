@@ -416,6 +416,7 @@ def test_buffer_samples_are_hand_rows(n):
 # ---------------------------------------------------------------------------- with a real env
 
 
+@pytest.mark.slow
 def test_real_env_truncation_row_bootstraps_from_final_obs_not_new_episode():
     # A counter env: obs = steps taken in the episode, truncated when it reaches 3. Its
     # episodes are 0 1 2 3 | 0 1 2 3 | ...; the reset row holds obs 3 (the real final obs).

@@ -50,6 +50,7 @@ def test_sampling_frequencies_match_priorities():
     assert chi2 < 20.5, (counts, expected)  # 99.9th percentile of chi-square with 5 dof
 
 
+@pytest.mark.slow
 def test_no_zero_priority_row_at_a_million_rows_float32():
     cap = 1_000_000
     rng = np.random.default_rng(0)

@@ -75,6 +75,7 @@ def test_l3_tier_built_for_other_arguments_is_rejected():
     tier.store.close()
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 def test_tiered_run_compiles_once_and_learns_probe_chain():
     cfg = tiny_config(

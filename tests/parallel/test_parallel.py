@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import jax
+import pytest
 
 from jaxrl_fast.parallel import seed_devices, seed_specs
 
@@ -36,6 +37,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_devices_match_one_device():
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     proc = subprocess.run(
@@ -44,7 +46,7 @@ def test_two_devices_match_one_device():
         text=True,
         timeout=300,
         env=env,
-        cwd=os.path.join(os.path.dirname(__file__), ".."),
+        cwd=os.path.join(os.path.dirname(__file__), "..", ".."),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -18,6 +18,7 @@ def _keys(n, seed=0):
     return jax.random.split(jax.random.key(seed), n)
 
 
+@pytest.mark.slow
 def test_run_chunk_traces_env_step_once(tiny):
     traces = []
     env = make_probe_env("probe-chain", tiny.env.num_envs, on_step=lambda: traces.append(1))
@@ -42,6 +43,7 @@ def test_run_chunk_keeps_carry_types(tiny):
     assert metrics.loss.shape == (tiny.num_seeds,)
 
 
+@pytest.mark.slow
 def test_run_chunk_has_no_key_reuse(tiny):
     fns = make_train(tiny)
     with jax.debug_key_reuse(True):
@@ -51,6 +53,7 @@ def test_run_chunk_has_no_key_reuse(tiny):
     assert np.all(np.isfinite(np.asarray(metrics.loss)))
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 def test_fused_loop_learns_probe_chain_q_values():
     cfg = tiny_config(total_env_steps=8_080, num_chunks=1, eval_episodes=4)
@@ -63,6 +66,7 @@ def test_fused_loop_learns_probe_chain_q_values():
     assert np.all(np.abs(returns - 0.5) < 0.1), returns
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 def test_fused_loop_learns_cartpole():
     cfg = presets.get("cartpole").replace(total_env_steps=100_000, num_seeds=1, eval_episodes=5)
@@ -70,6 +74,7 @@ def test_fused_loop_learns_cartpole():
     assert result.final_return[0] >= 150.0, result.final_return
 
 
+@pytest.mark.slow
 def test_seed_loop_map_agrees_with_vmap():
     cfg = tiny_config(total_env_steps=400, num_chunks=1)
     runs = {loop: train(cfg.replace(seed_loop=loop), progress=False) for loop in ("vmap", "map")}

@@ -23,6 +23,7 @@ def _count(params):
     return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params))
 
 
+@pytest.mark.slow
 def test_nature_cnn_shapes_and_parameter_count():
     net = QNetwork.from_config(
         NetworkConfig(kind="nature", hidden_sizes=(512,)), _spec((84, 84, 4))
@@ -41,6 +42,7 @@ def test_nature_cnn_shapes_and_parameter_count():
     assert q.shape == (3, 6) and q.dtype == jnp.float32
 
 
+@pytest.mark.slow
 def test_uint8_frames_are_scaled_to_unit_range():
     net = QNetwork.from_config(NetworkConfig(kind="nature", hidden_sizes=(16,)), _spec((84, 84, 4)))
     params = net.init(jax.random.key(1), jnp.zeros((1, 84, 84, 4), jnp.uint8))
@@ -53,6 +55,7 @@ def test_uint8_frames_are_scaled_to_unit_range():
     )
 
 
+@pytest.mark.slow
 def test_dueling_nature_head_has_value_and_advantage():
     cfg = NetworkConfig(kind="nature", hidden_sizes=(32,), dueling=True)
     net = QNetwork.from_config(cfg, _spec((84, 84, 4), actions=4))
@@ -75,6 +78,7 @@ def test_nature_cnn_rejects_unfit_observations(shape, needle):
         QNetwork.from_config(NetworkConfig(kind="nature"), _spec(shape, jnp.float32))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel, stride", [(8, 4), (4, 2), (3, 1)])
 def test_conv_impls_agree_on_values_and_grads(kernel, stride):
     # 21 x 22: the windows leave 0 or 1 rows/columns over, which get zero gradient
@@ -96,6 +100,7 @@ def test_conv_impls_agree_on_values_and_grads(kernel, stride):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_canonical_grads_above_the_batch_limit_use_patches_for_the_kernel(monkeypatch):
     from jaxrl_fast.agent import layers as networks
 

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from jaxrl_fast.cli import main
 
 TINY = [
@@ -20,6 +22,7 @@ TINY = [
 ]
 
 
+@pytest.mark.slow
 def test_cli_train_writes_summary(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["--seeds", "2", "--eval-epsilon", "0.5", "--seed-loop", "map", "--out", str(out)]
@@ -78,6 +81,7 @@ def test_cli_bad_step_count_names_field(capsys):
     assert "TrainConfig.total_env_steps=1205" in err and "nearest valid: 1200" in err
 
 
+@pytest.mark.slow
 def test_cli_runs_as_a_module_and_lists(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "jaxrl_fast.cli", "presets"],
@@ -89,6 +93,7 @@ def test_cli_runs_as_a_module_and_lists(tmp_path):
     assert "cartpole-cleanrl" in proc.stdout and "minatar-breakout" in proc.stdout
 
 
+@pytest.mark.slow
 def test_cli_fills_compile_cache_in_a_fresh_process(tmp_path):
     # JAX fixes its cache directory once per process, so this runs the command in its own.
     env = {**os.environ, "JAXRL_FAST_CACHE_DIR": str(tmp_path / "cache")}
@@ -179,6 +184,7 @@ def test_cli_plan_defaults_to_the_device(capsys):
     assert plan["l2_rows"] == 10_000 and plan["capacity"] == 10_000  # the cartpole preset's
 
 
+@pytest.mark.slow
 def test_cli_train_with_l3_disk_reports_and_cleans_up(tmp_path, capsys):
     spill = tmp_path / "spill"
     spill.mkdir()
@@ -202,6 +208,7 @@ def test_cli_train_l3_disk_missing_spill_dir_fails_before_compiling(tmp_path, ca
     assert "ReplayConfig.spill_dir" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_train_with_bf16_prints_policy_and_records_scale(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["train", "--preset", "cartpole", "--precision", "bf16", "--out", str(out), *TINY]

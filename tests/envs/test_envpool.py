@@ -73,6 +73,7 @@ def breakout_rollout():
     return jax.device_get((actions, obs0, obs, reward, done, info, replays))
 
 
+@pytest.mark.slow
 def test_adapter_matches_envpools_own_stacks_bitwise(breakout_rollout):
     """Same seed, same actions: the adapter's observations are envpool's own stacked frames
     (channel-last), over episodes with life losses and game resets."""
@@ -134,6 +135,7 @@ def _pong_config(**changes) -> TrainConfig:
     return base.replace(**changes)
 
 
+@pytest.mark.slow
 def test_two_seeds_over_one_pool_run_fused_pong():
     """A few hundred fused Pong steps, 2 seeds sharing one pool of 8 emulators: compiled once,
     each seed with its own agent, actions and replay."""
@@ -154,6 +156,7 @@ def test_two_seeds_over_one_pool_run_fused_pong():
     assert np.all((result.final_return >= -21) & (result.final_return <= 21))
 
 
+@pytest.mark.slow
 def test_fused_pong_with_l3_spills_and_samples_one_frame_rows():
     """Frame deduplication with the host L3 tier: L3 rows hold one frame too, and batches mix
     in rows read back from L3 (their stacks rebuilt on the host)."""
@@ -171,6 +174,7 @@ def test_fused_pong_with_l3_spills_and_samples_one_frame_rows():
     assert all(np.all(np.isfinite(h["loss"])) for h in result.history)
 
 
+@pytest.mark.slow
 def test_pool_seeds_mapped_or_vmapped_agree():
     """The seed loop on a pool env: one seed after another (lax.map, CPU's default for the
     Nature CNN) or batched (vmap). The two are different programs, so only what is equal by
@@ -220,6 +224,7 @@ def _observations(breakout_rollout):
     return np.concatenate([obs0[None], obs], axis=0)
 
 
+@pytest.mark.slow
 def test_frame_dedup_rebuilds_envpool_stacks_bitwise(breakout_rollout):
     """One 84x84 frame per row; every rebuilt obs and next_obs stack equals the stack envpool
     returned, across life losses and new games (fresh stacks repeat their first frame)."""
@@ -267,6 +272,7 @@ def test_dedup_bytes_per_transition():
     assert whole == 4 * 84 * 84 + 14
 
 
+@pytest.mark.slow
 def test_host_pool_matches_the_xla_adapter(breakout_rollout):
     """The conventional loop's envpool (Python API) gives the adapter's observations, rewards,
     flags and episode statistics for the same seed and actions."""
@@ -285,6 +291,7 @@ def test_host_pool_matches_the_xla_adapter(breakout_rollout):
             np.testing.assert_array_equal(i[k], info[k][t], err_msg=f"{k} at {t}")
 
 
+@pytest.mark.slow
 def test_conventional_atari_loop_runs():
     from jaxrl_fast.baseline import train_unfused
 
@@ -303,6 +310,7 @@ def test_cli_plan_counts_one_frame_per_row(capsys):
     assert "7,071 B, one frame per row" in out and "100,000" in out
 
 
+@pytest.mark.slow
 def test_a_resumed_pong_run_restarts_its_games_and_keeps_its_replay(tmp_path, capsys):
     """envpool cannot save emulators: a resumed run starts new games, keeps every stored row,
     and takes the newest n_step rows (whose next observations were never stored) out of

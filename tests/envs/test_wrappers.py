@@ -33,6 +33,7 @@ def test_joint_grid_digit_order_by_hand():
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_nearest_inverts_the_grid_and_clips():
     grid = make_action_grid([-1.0, -1.0], [1.0, 1.0], 9)
     every = jnp.arange(81)
@@ -70,6 +71,7 @@ def test_discretise_needed_for_continuous_and_refused_for_discrete():
     assert "Reacher-misc" not in list_envs()
 
 
+@pytest.mark.slow
 def test_discretised_pendulum_applies_the_grid_torque():
     """Action k is torque -2 + 0.5 k: the env's own state records the torque it applied."""
     env = make_env("Pendulum-v1", num_envs=9, discretise=9)
@@ -80,6 +82,7 @@ def test_discretised_pendulum_applies_the_grid_torque():
     assert reward.dtype == jnp.float32 and reward.shape == (9,)
 
 
+@pytest.mark.slow
 def test_discretised_reacher_moves_each_joint_by_its_digit():
     """Action 9 * i0 + i1 accelerates joint 0 by torque(i0) and joint 1 by torque(i1)."""
     env = make_env("Reacher-misc", num_envs=3, discretise=9)
@@ -121,6 +124,7 @@ def _scripted_return(name: str, episodes: int = 16) -> float:
     )
 
 
+@pytest.mark.slow
 def test_scripted_controllers_beat_random_by_far():
     # random: about -1200 (Pendulum) and 13 (Reacher) (benchmarks/results/applications.md)
     assert _scripted_return("Pendulum-v1") > -250.0
@@ -129,6 +133,7 @@ def test_scripted_controllers_beat_random_by_far():
         scripted_controller("CartPole-v1")
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 def test_pendulum_discrete_learns():
     """One seed of `pendulum-discrete` at half its budget swings up and balances: a random

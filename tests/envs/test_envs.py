@@ -124,6 +124,7 @@ def test_specs():
     assert spec.obs_shape == (2,) and spec.num_actions == 2 and spec.num_envs == 5
 
 
+@pytest.mark.slow
 def test_frozen_lake_obs_is_one_hot_float():
     env = make_env("FrozenLake-misc", num_envs=3)
     assert env.spec.obs_shape == (16,)
@@ -210,6 +211,7 @@ def test_probe_bandit_wrong_action_earns_nothing():
     np.testing.assert_array_equal(info["episode_return"], 0.0)
 
 
+@pytest.mark.slow
 def test_cartpole_next_step_auto_reset():
     num_envs, num_steps = 3, 40
     # Always push right: the pole falls within ~10 steps, so every env finishes episodes.
@@ -320,6 +322,7 @@ def test_envs_in_a_batch_are_independent():
 # --------------------------------------------------------------------------- SeededEnv
 
 
+@pytest.mark.slow
 def test_seeded_env_steps_every_seed_as_its_own_env():
     """A vmapped `SeededEnv` gives each seed what that seed's own env gives for its key."""
     env = make_env("CartPole-v1", num_envs=3)

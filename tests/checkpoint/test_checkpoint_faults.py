@@ -92,6 +92,7 @@ _DAMAGE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", list(_DAMAGE))
 def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(saved, tmp_path, damage):
     result, path = saved
@@ -111,6 +112,7 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(saved, tmp_pat
     assert sorted(os.listdir(where)) == ["1", "2", "3", "4.unreadable"]
 
 
+@pytest.mark.slow
 def test_resume_past_a_garbled_checkpoint_ends_where_the_uninterrupted_run_does(saved, tmp_path):
     result, path = saved
     run = tmp_path / "run"
@@ -228,6 +230,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_a_failed_write_inside_tensorstore_is_reported_alike(tmp_path):
     """A real low-level write failure (the file-size limit makes the kernel refuse the array
     data file's write inside tensorstore's C++): the same one error, nothing half-saved."""
@@ -354,6 +357,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_crc32_is_the_same_for_any_layout_over_devices():
     proc = subprocess.run(
         [sys.executable, "-c", _SHARDED], capture_output=True, text=True, timeout=300

@@ -72,6 +72,7 @@ def test_unknown_shaping_is_refused_before_compiling():
         make_train(tiny_config(env={"name": "probe-chain", "reward_shaping": "potential:nope"}))
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 def test_loop_learns_shaped_q_and_reports_env_returns(monkeypatch):
     """Potential-based shaping shifts the optimal Q by -phi(s). On probe-chain (Q* = [0.9, 0.9]
@@ -101,6 +102,7 @@ def test_loop_learns_shaped_q_and_reports_env_returns(monkeypatch):
     assert np.all((result.final_return >= 0.0) & (result.final_return <= 1.0))
 
 
+@pytest.mark.slow
 def test_conventional_baseline_stores_shaped_rewards():
     """The unfused loop shapes the rewards it stores as the fused loop does."""
     from jaxrl_fast import baseline

@@ -26,6 +26,7 @@ def _launch(tmp_path, *extra, timeout=240, config=None, processes=2):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compression", ["none", "onebit"])
 def test_two_processes_data_parallel(tmp_path, compression):
     out = tmp_path / "out"
@@ -58,6 +59,7 @@ def test_four_processes_seeds_and_replicas(tmp_path):
     assert proc.stdout.count("wrote ") == 1
 
 
+@pytest.mark.slow
 def test_a_failing_process_stops_the_launch(tmp_path):
     proc = _launch(tmp_path, "--parallel.data", "3", timeout=120)  # 2 devices for 3 replicas
     assert proc.returncode != 0

@@ -100,6 +100,7 @@ def _batch(obs, action, reward, terminated, next_obs, weight=None, gamma=0.5):
     )
 
 
+@pytest.mark.slow
 def test_agent_terminated_row_does_not_bootstrap_truncated_row_does():
     agent, state = _agent(double_q=False)
     # Same transition twice; only `terminated` differs (a truncated row has terminated=False).
@@ -115,6 +116,7 @@ def test_agent_terminated_row_does_not_bootstrap_truncated_row_does():
     np.testing.assert_allclose(td, [-1.0, 2.0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "double_q, expected_td", [(False, 0.5), (True, 0.0)], ids=["dqn", "double"]
 )
@@ -185,6 +187,7 @@ def test_weight_zero_rows_contribute_nothing():
     assert int(new_big.grad_steps) == 1
 
 
+@pytest.mark.slow
 def test_fractional_weights_give_the_textbook_per_loss():
     """mean(w * l) over the valid rows (Schaul et al.), not sum(w * l) / sum(w)."""
     agent, state = _agent(max_grad_norm=None, loss="mse")
@@ -322,6 +325,7 @@ def test_act_epsilon_greedy():
 # --------------------------------------------------------------------------- networks
 
 
+@pytest.mark.slow
 def test_qnetwork_output_shape_and_dtype():
     net = QNetwork(num_actions=3, hidden_sizes=(8, 8))
     obs = jnp.ones((5, 4), jnp.uint8)
@@ -348,6 +352,7 @@ def test_dueling_head():
     np.testing.assert_allclose(q.mean(axis=-1, keepdims=True), value, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_final_layer_init_is_small():
     net = QNetwork(num_actions=2, hidden_sizes=(120, 84))
     obs = jnp.ones((4, 4))
@@ -374,6 +379,7 @@ def _spec(obs_shape):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["cnn", "auto"])
 def test_cnn_on_image_obs(kind):
     net = QNetwork.from_config(
@@ -399,6 +405,7 @@ def test_mlp_on_vector_obs(kind):
     assert net.apply(params, jnp.ones((2, 4))).shape == (2, 3)
 
 
+@pytest.mark.slow
 def test_im2col_layer_equals_a_3x3_valid_convolution():
     net = QNetwork(num_actions=3, hidden_sizes=(), conv_channels=(5,))
     obs = jax.random.normal(jax.random.key(1), (2, 6, 7, 3))

@@ -68,6 +68,7 @@ def _replicas(fn, d=3):
     return jax.vmap(fn, axis_name="data")
 
 
+@pytest.mark.slow
 def test_exchange_signs_mean_and_own():
     rng = np.random.default_rng(0)
     xs = {
@@ -99,6 +100,7 @@ def test_error_feedback_loses_nothing():
     assert np.max(np.abs(200 * step(v) - 200 * v)) > 50
 
 
+@pytest.mark.slow
 def test_onebit_adam_warmup_is_adam_on_the_mean_then_freezes_nu():
     rng = np.random.default_rng(1)
     params = {"w": jnp.asarray(rng.normal(size=(4, 3)), jnp.float32)}
@@ -218,12 +220,14 @@ def two_devices():
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_mean_gradient_not_summed(two_devices):
     """The feasibility §5 trap: a gradient summed over the replicas would give a ratio of 2."""
     assert two_devices["grad_ratio"] == pytest.approx(1.0, abs=1e-5)
     assert two_devices["grad_err"] < 1e-5
 
 
+@pytest.mark.slow
 def test_exchange_bytes_on_the_wire(two_devices):
     none = two_devices["none_hlo"]
     assert len(none) == 1 and none[0][0] == "f32" and none[0][2] == "all-reduce"
@@ -234,6 +238,7 @@ def test_exchange_bytes_on_the_wire(two_devices):
     assert dims == [2, two_devices["onebit_bytes"]]  # each replica's signs + scales
 
 
+@pytest.mark.slow
 def test_data_replicas_runs(two_devices):
     one = two_devices["one"]
     assert one["lanes"] == 2

@@ -11,6 +11,7 @@ from conftest import StopRun, params_hashes, stop_at, tiny_config
 from jaxrl_fast.train import train
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["host", "disk"])
 def test_an_l3_run_stopped_and_resumed_ends_bitwise_where_the_whole_run_does(kind, tmp_path):
     replay = dict(capacity=160, l3=kind, l3_capacity=800, l3_share=0.25, spill_block=4096)

@@ -27,6 +27,7 @@ def uninterrupted(tmp_path_factory):
     return result, path
 
 
+@pytest.mark.slow
 def test_resumed_run_ends_bitwise_where_the_uninterrupted_one_does(uninterrupted, tmp_path):
     full, full_path = uninterrupted
     cfg = full.config
@@ -42,11 +43,13 @@ def test_resumed_run_ends_bitwise_where_the_uninterrupted_one_does(uninterrupted
     assert _rows(tmp_path) == _rows(full_path) == [(c, s) for c in range(4) for s in range(2)]
 
 
+@pytest.mark.slow
 def test_keep_bounds_the_checkpoints(uninterrupted):
     _, path = uninterrupted
     assert sorted(os.listdir(path / "checkpoints")) == ["3", "4"]  # keep=2 of 4 saves
 
 
+@pytest.mark.slow
 def test_resume_of_a_finished_run_only_evaluates(uninterrupted):
     full, path = uninterrupted
     before = _hashes(path)
@@ -56,6 +59,7 @@ def test_resume_of_a_finished_run_only_evaluates(uninterrupted):
     assert len(again.history) == 4 and _rows(path) == [(c, s) for c in range(4) for s in range(2)]
 
 
+@pytest.mark.slow
 def test_resume_with_another_config_names_the_fields(uninterrupted):
     full, path = uninterrupted
     other = full.config.replace(dqn={"learning_rate": 5e-4}, seed=3)
@@ -73,6 +77,7 @@ def test_bad_checkpoint_arguments_are_refused():
     assert not os.path.exists("unused")
 
 
+@pytest.mark.slow
 def test_cli_resume_continues_the_run_dir(tmp_path, capsys):
     from jaxrl_fast.cli import main
 
@@ -103,13 +108,14 @@ train(tiny_config(), progress=False, run_dir=sys.argv[1], checkpoint_every=200, 
 """
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_loses_nothing_saved_and_resumes_exactly(uninterrupted, tmp_path):
     import signal
     import subprocess
     import sys
 
     full, full_path = uninterrupted
-    tests = os.path.dirname(__file__)
+    tests = os.path.dirname(os.path.dirname(__file__))  # tests/, for conftest
     proc = subprocess.run(
         [sys.executable, "-c", _KILLED_RUN, str(tmp_path), tests, str(len(jax.devices()))],
         capture_output=True,
@@ -168,6 +174,7 @@ train(tiny_config(), progress=False, run_dir=run_dir, checkpoint_every=200)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["watch", "rename"])
 def test_sigkill_mid_save_keeps_the_previous_checkpoint_and_resumes_exactly(
     uninterrupted, tmp_path, how
@@ -183,7 +190,7 @@ def test_sigkill_mid_save_keeps_the_previous_checkpoint_and_resumes_exactly(
     from jaxrl_fast import checkpoint
 
     full, full_path = uninterrupted
-    tests = os.path.dirname(__file__)
+    tests = os.path.dirname(os.path.dirname(__file__))  # tests/, for conftest
     proc = subprocess.run(
         [
             sys.executable,

@@ -21,6 +21,7 @@ from jaxrl_fast.types import SequenceBatch
 # ------------------------------------------------------------------------------ network, agent
 
 
+@pytest.mark.slow
 def test_recurrent_network_carries_its_state():
     net = QNetwork(3, (8,), lstm=5)
     carry = net.initial_carry(4)
@@ -47,6 +48,7 @@ def _primitives(jaxpr) -> set[str]:
     return out
 
 
+@pytest.mark.slow
 def test_the_lstm_init_is_orthogonal_without_a_qr_decomposition():
     """A vmapped QR (flax's orthogonal init) hung processes with 2 CPU devices (networks.py):
     the recurrent kernel is orthogonal, from matmuls only."""
@@ -64,6 +66,7 @@ def test_the_lstm_init_is_orthogonal_without_a_qr_decomposition():
     np.testing.assert_allclose(kernel @ kernel.T, np.eye(16), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_agent_policy_and_refusals():
     net = QNetwork(2, (8,), lstm=4)
     with pytest.raises(ValueError, match="sequence="):
@@ -119,6 +122,7 @@ def _reference_loss(net, params, target_params, batch, burn_in, length, n, gamma
     return np.mean(0.5 * np.square(tds)), len(tds)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("double_q", [True, False])
 def test_sequence_loss_equals_a_step_by_step_reference(double_q):
     burn_in, length, n, gamma = 2, 4, 3, 0.9
@@ -210,6 +214,7 @@ def _recurrent_tiny(**replay):
     )
 
 
+@pytest.mark.slow
 def test_the_acting_state_restarts_with_every_episode():
     """probe-chain: every episode is 2 steps, then a reset step. After 3k collect steps the
     next observation starts an episode and the state is zeros; otherwise it is not."""
@@ -229,6 +234,7 @@ def test_the_acting_state_restarts_with_every_episode():
         assert bool(jnp.any(runner.seeds.carry != 0)) == (steps % 3 != 0)
 
 
+@pytest.mark.slow
 def test_recurrent_agent_learns_probe_chain_optimal_q():
     """Q(state 0) from the episode-start state is gamma, Q(state 1) after seeing state 0 is
     (0, 1); to 0.01, so a discount of 0.81 or 1 instead of 0.9 fails. (n-step returns would
@@ -255,6 +261,7 @@ def fns_spec():
     return make_probe_env("probe-chain", 1).spec
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 def test_memorychain_needs_the_lstm():
     """MemoryChain-bsuite (context shown at the start, asked for 5 steps later): the preset's
@@ -276,6 +283,7 @@ def test_memorychain_needs_the_lstm():
     assert np.abs(mlp.final_return).max() <= 0.4, mlp.final_return
 
 
+@pytest.mark.slow
 def test_a_resumed_recurrent_run_ends_bitwise_where_the_uninterrupted_one_does(tmp_path):
     """The acting state and the stored states are part of the checkpoint."""
     from conftest import StopRun, params_hashes, stop_at

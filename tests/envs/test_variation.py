@@ -29,6 +29,7 @@ def _cartpole(num_seeds=2, **env):
     )
 
 
+@pytest.mark.slow
 def test_env_params_live_in_the_state_and_survive_auto_resets():
     env = make_env("MountainCar-v0", 4, param_fields=("goal_position",))
     state, obs = env.reset_with(jax.random.key(0), {"goal_position": jnp.float32(-0.45)})
@@ -67,6 +68,7 @@ def test_variant_and_curriculum_config_errors():
         make_env("probe-chain", 2, param_fields=("x",))
 
 
+@pytest.mark.slow
 def test_each_seed_trains_and_evaluates_on_its_variant():
     cfg = _cartpole(4, variants=POLES)
     fns = make_train(cfg)
@@ -81,6 +83,7 @@ def test_each_seed_trains_and_evaluates_on_its_variant():
     )
 
 
+@pytest.mark.slow
 def test_variant_dynamics_differ_from_the_same_start():
     """Same keys, same actions: the 0.25 m pole falls faster than the 1 m one."""
     cfg = _cartpole(2, variants=POLES)
@@ -129,6 +132,7 @@ def test_return_curriculum_moves_only_the_seeds_that_pass():
     np.testing.assert_allclose(np.asarray(got), [-0.1, -0.1, 0.5, -0.3], atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 def test_curriculum_runs_in_the_loop_and_reaches_the_end():
     cfg = presets.get("cartpole").replace(
@@ -166,11 +170,12 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_variants_over_two_devices_follow_the_global_seed_index():
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env,
-        cwd=os.path.join(os.path.dirname(__file__), ".."),
+        cwd=os.path.join(os.path.dirname(__file__), "..", ".."),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -180,6 +185,7 @@ def test_variants_over_two_devices_follow_the_global_seed_index():
     assert out["variants"][1]["params"] == {"length": 1.0, "polemass_length": 0.1}
 
 
+@pytest.mark.slow
 def test_recipes_together_with_replay_tiers_and_precision():
     """Discretised actions, shaping, a curriculum and variants in one run, with prioritised
     replay, the host L3 tier and bf16 compute: it trains, finite, and the env parameters end
