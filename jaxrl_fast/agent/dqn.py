@@ -158,37 +158,23 @@ def make_agent(
 
     Args:
       config: DQN settings (`loss` names the loss: `agent.losses`).
-      network: a module mapping `[B, *obs]` to its value head's output (Q-values `[B, A]`
-        float32 for the scalar and dueling heads), computing in the policy's dtype
-        (`QNetwork.for_precision`); with a fallback, `network.clone(dtype=float32)` is the
-        fp32 branch.
+      network: maps `[B, *obs]` to its value head's output in the policy's dtype
+        (`QNetwork.for_precision`); with a fallback, `network.clone(dtype=float32)` is fp32.
       num_actions: size of the action space.
-      learning_rate: `(grad_step, hparams) -> lr` (`Schedules.learning_rate`), or a float;
-        default: `HParams.learning_rate`, constant.
-      precision: the resolved precision policy; default fp32 with no loss scale.
-      exchange: how data replicas share gradients (`parallel.Exchange`); None: one replica.
-        With replicas, `update` runs inside the mesh's per-device program.
-      sequence: for a recurrent `network` (`lstm > 0`), `(burn_in, sequence_length, n_step)`
-        of the `SequenceBatch`es `update` takes (`replay/sequence.py`).
-      demo: `(margin, weight, decay_updates)`: the large-margin term (`agent.margin`) on a
-        batch's demonstration rows, weighted by `weight`, decaying linearly to 0 over the first
-        `decay_updates` updates.
-      hparams: the `HParams` `init` puts in the state by default; default: `config`'s, the
-        schedules' and replay's defaults. `update` reads the learning rate, clip norm, Huber
-        delta and (sequences) gamma from the state's, `update_target` its `tau`: they are data,
-        so agents with other values share one compiled program.
-      update_gamma: `(grad_step, hparams) -> gamma` for the recurrent loss's in-window targets
-        (`Schedules.update_gamma`); default: the first gamma phase.
-      clip: compile the global-norm clip (its norm is `HParams.max_grad_norm`, `inf` for a
-        seed that does not clip); default: whether `hparams` clips (`hparams.Kinds.clip`).
+      learning_rate: `(grad_step, hparams) -> lr` (`Schedules.learning_rate`), a float, or
+        None (`HParams.learning_rate`, constant).
+      precision, exchange: the precision policy (default fp32) and the data replicas'
+        exchange (None: one replica; with replicas `update` runs in the mesh's program).
+      sequence: `(burn_in, sequence_length, n_step)` for a recurrent `network` (`lstm > 0`).
+      demo: `(margin, weight, decay_updates)`: the large-margin term (`agent.margin`).
+      hparams: the `HParams` `init` stores by default (traced: `update` reads the state's).
+      update_gamma: `(grad_step, hparams) -> gamma` of the recurrent loss (default: phase 0).
+      clip: compile the global-norm clip (default: whether `hparams` clips).
 
-    The functions that compute Q-values take an optional `fp32` flag (`[]` bool): compute in fp32
-    instead of the policy's dtype. None uses the agent's own fallback flag. Under a seed `vmap`
-    pass a flag shared by all seeds, so the switch stays a real branch (DESIGN §3).
+    Functions computing Q-values take an optional shared `fp32` flag (`[]` bool; None: the
+    agent's own), so the switch stays a real branch under the seed vmap (DESIGN §3).
 
-    Raises:
-      ValueError: a loss or head name that is not registered, or parts that do not fit
-        together (a recurrent network without sequences, or with a registered loss or head).
+    Raises ValueError for an unregistered loss or head, or parts that do not fit together.
     """
     precision = precision or mp.PrecisionPolicy()
     exchange = exchange or Exchange()

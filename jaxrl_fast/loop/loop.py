@@ -162,6 +162,46 @@ def _make_collect_step(parts: LoopParts, hooks: Hooks) -> Callable:
     return collect_step
 
 
+def _make_iteration(parts: LoopParts, hooks: Hooks) -> Callable:
+    """`iteration(runner) -> (runner, (StepStats, UpdateMetrics))`: one block (or the prefill):
+    collect, learn, the target update when due, then the extensions' `after_block` hooks."""
+    config = parts.config
+    collect_step = _make_collect_step(parts, hooks)
+    learn, skip_learning = make_learn(parts, hooks)
+    update_target = jax.vmap(parts.agent.update_target)
+    prefill, cpb = config.prefill_steps, config.collect_steps_per_block
+    period = config.target_period_blocks
+
+    def iteration(runner: RunnerState) -> tuple[RunnerState, tuple]:
+        # The block counter is shared by the seeds, so its `cond`s stay real branches.
+        training = runner.block >= 0
+        fp32 = mp.shared_fallback(runner.seeds.agent.loss_scale)
+        # collect: prefill_steps steps in the prefill iteration, else one block's
+        first = jnp.where(training, prefill + runner.block * cpb, 0)
+        steps = jnp.where(training, cpb, prefill)
+
+        def collect(i, carry):
+            seeds, stats = carry
+            seeds, new = collect_step(seeds, first + i, fp32)
+            seeds = hooks.after_collect(seeds, i, steps)
+            return seeds, jax.tree.map(jnp.add, stats, new)
+
+        num_seeds = runner.seeds.obs.shape[0]
+        seeds, stats = jax.lax.fori_loop(
+            0, steps, collect, (runner.seeds, StepStats.zeros(num_seeds))
+        )
+        # learn (not in the prefill iteration, whose episodes the metrics leave out)
+        seeds, metrics = jax.lax.cond(training, learn, skip_learning, seeds, fp32, runner.block)
+        stats = jax.tree.map(lambda x: jnp.where(training, x, 0.0), stats)
+        # target
+        due = training & ((runner.block + 1) % period == 0)
+        seeds = seeds._replace(agent=jax.lax.cond(due, update_target, lambda a: a, seeds.agent))
+        seeds = hooks.after_block(seeds, stats, runner.block, training)
+        return RunnerState(seeds, runner.block + 1), (stats, metrics)
+
+    return iteration
+
+
 def make_train(
     run: ResolvedRun | TrainConfig,
     *,
@@ -200,39 +240,8 @@ def make_train(
     hooks = fold((*builtin.DEFAULT, *extensions), parts)
     agent, buffer = parts.agent, parts.buffer
     init = _make_init(parts, hooks)
-    collect_step = _make_collect_step(parts, hooks)
-    learn, skip_learning = make_learn(parts, hooks)
-    update_target = jax.vmap(agent.update_target)
+    iteration = _make_iteration(parts, hooks)
     evaluate_agents = make_evaluate(config, agent)
-    prefill, cpb = config.prefill_steps, config.collect_steps_per_block
-    period = config.target_period_blocks
-
-    def iteration(runner: RunnerState) -> tuple[RunnerState, tuple]:
-        # The block counter is shared by the seeds, so its `cond`s stay real branches.
-        training = runner.block >= 0
-        fp32 = mp.shared_fallback(runner.seeds.agent.loss_scale)
-        # collect: prefill_steps steps in the prefill iteration, else one block's
-        first = jnp.where(training, prefill + runner.block * cpb, 0)
-        steps = jnp.where(training, cpb, prefill)
-
-        def collect(i, carry):
-            seeds, stats = carry
-            seeds, new = collect_step(seeds, first + i, fp32)
-            seeds = hooks.after_collect(seeds, i, steps)
-            return seeds, jax.tree.map(jnp.add, stats, new)
-
-        num_seeds = runner.seeds.obs.shape[0]
-        seeds, stats = jax.lax.fori_loop(
-            0, steps, collect, (runner.seeds, StepStats.zeros(num_seeds))
-        )
-        # learn (not in the prefill iteration, whose episodes the metrics leave out)
-        seeds, metrics = jax.lax.cond(training, learn, skip_learning, seeds, fp32, runner.block)
-        stats = jax.tree.map(lambda x: jnp.where(training, x, 0.0), stats)
-        # target
-        due = training & ((runner.block + 1) % period == 0)
-        seeds = seeds._replace(agent=jax.lax.cond(due, update_target, lambda a: a, seeds.agent))
-        seeds = hooks.after_block(seeds, stats, runner.block, training)
-        return RunnerState(seeds, runner.block + 1), (stats, metrics)
 
     def run_chunk(runner: RunnerState) -> tuple[RunnerState, ChunkMetrics]:
         num_seeds = runner.seeds.obs.shape[0]
