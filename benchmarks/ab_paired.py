@@ -28,7 +28,7 @@ import jax
 try:
     from jaxrl_fast.loop import make_train
 except ImportError:  # trees from before the loop / train split
-    from jaxrl_fast.train import make_train
+    from jaxrl_fast.loop import make_train
 seeds = int(sys.argv[1])
 cfg = presets.get("cartpole-cleanrl")
 cfg = cfg.replace(total_env_steps=cfg.learning_starts + 100_000, num_seeds=seeds)

@@ -204,41 +204,19 @@ def run_fused(config) -> dict:
 
 
 def run_conventional(config) -> dict:
-    """One conventional run (`baseline.train_unfused`), timed from the outside: each collect
-    step's start time and the episodes ended by then (for the same chunk curve as the fused
-    run's), and the time spent in its host replay (add + sample)."""
+    """One conventional run (`baseline.train_unfused`), timed through its public hooks: each
+    collect step's start time and the episodes ended by then (for the same chunk curve as the
+    fused run's), and the time spent in its host replay (`BaselineResult.replay_time_s`)."""
     from jaxrl_fast import baseline
 
     starts: list[float] = []
     episodes: list[int] = []
-    replay_s = [0.0]
-    t0 = [0.0]
 
-    class TimedReplay(baseline.HostReplay):
-        def add(self, *args, **kwargs):
-            t = time.perf_counter()
-            n = super().add(*args, **kwargs)
-            replay_s[0] += time.perf_counter() - t
-            return n
+    def on_collect(index: int, started_s: float, done: int) -> None:
+        starts.append(started_s)
+        episodes.append(done)
 
-        def sample(self, *args, **kwargs):
-            t = time.perf_counter()
-            batch = super().sample(*args, **kwargs)
-            replay_s[0] += time.perf_counter() - t
-            return batch
-
-    class TimedCollector(baseline.Collector):
-        def __init__(self, *args, **kwargs):
-            t0[0] = time.perf_counter()  # train_unfused starts its clock just before this
-            super().__init__(*args, **kwargs)
-
-        def collect(self, collect_index: int) -> None:
-            starts.append(time.perf_counter() - t0[0])
-            super().collect(collect_index)
-            episodes.append(len(self.episode_returns))
-
-    with _patched(baseline, HostReplay=TimedReplay, Collector=TimedCollector):
-        r = baseline.train_unfused(config)
+    r = baseline.train_unfused(config, on_collect=on_collect)
     e = config.env.num_envs
     curve, done = [], 0
     for end in chunk_ends(config):
@@ -267,24 +245,12 @@ def run_conventional(config) -> dict:
         "train_env_steps_per_s": r.train_env_steps_per_s,
         "final_return": _num(r.final_return),
         "curve": curve,
-        "host_replay_s": replay_s[0],
-        "host_replay_share": replay_s[0] / max(r.run_time_s, 1e-9),
+        "host_replay_s": r.replay_time_s,
+        "host_replay_share": r.replay_time_s / max(r.run_time_s, 1e-9),
         "host_replay_allocated_bytes": sum(
             a.nbytes for a in (rep.obs, rep.next_obs, rep.action, rep.reward, rep.terminated)
         ),
     }
-
-
-@contextlib.contextmanager
-def _patched(module, **names):
-    old = {k: getattr(module, k) for k in names}
-    for k, v in names.items():
-        setattr(module, k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            setattr(module, k, v)
 
 
 def _run_here(loop: str, config) -> dict:

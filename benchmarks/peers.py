@@ -34,8 +34,8 @@ from _machine import machine, machine_line, write_results  # noqa: E402
 
 from jaxrl_fast import presets  # noqa: E402
 from jaxrl_fast.loop import make_train  # noqa: E402
+from jaxrl_fast.programs import init_compiler_options  # noqa: E402
 from jaxrl_fast.seeds import train_keys  # noqa: E402
-from jaxrl_fast.train import init_compiler_options  # noqa: E402
 
 
 def _timed(f, *args):

@@ -92,7 +92,7 @@ def num_envs_for(capacity: int) -> int:
 
 def mem_available() -> int:
     """Bytes of host RAM available (the library's own reading of MemAvailable)."""
-    from jaxrl_fast.replay.sizing import host_available_memory
+    from jaxrl_fast.replay.memory import host_available_memory
 
     return host_available_memory()
 

@@ -5,7 +5,7 @@ Each seed plays `eval_episodes` episodes at once (one env per episode) with epsi
 have passed; the return of each episode counts its rewards up to its end. The envs are a
 `SeededEnv` built when `make_evaluate` runs (for envpool: a pool of `S x eval_episodes` whole,
 unclipped games), never while the evaluation is traced. The fused loop (`loop/loop.py`) and the
-conventional baseline (`baseline.py`) evaluate with this same function.
+conventional baseline (`baseline/`) evaluate with this same function.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Seeds as a batch axis: seed vmap / seed map, the choices of how seeds run, key derivation.
 
 Everything here is shared by the fused loop (`loop/loop.py`), its evaluation and the conventional
-baseline (`baseline.py`), so the two loops derive the same keys and make the same choices:
+baseline (`baseline/`), so the two loops derive the same keys and make the same choices:
 
 - `seed_vmap` / `seed_map`: the per-seed work batched (`jax.vmap`) or one seed after another
   (`lax.map`), with the same `in_axes` / `out_axes` meaning (0: per seed, None: shared);

@@ -141,11 +141,18 @@ def test_train_unfused_max_env_steps_rounds_down_to_whole_blocks():
         train_frequency=8,
         dqn=DQNConfig(learning_rate=1e-3, target_period=16, gamma=0.9),
     )
-    result = train_unfused(cfg, max_env_steps=431)
+    calls = []
+    result = train_unfused(cfg, max_env_steps=431, on_collect=lambda *a: calls.append(a))
     assert result.env_steps == 424  # 400 prefill + 3 blocks of 8
     assert int(result.agent.grad_steps) == 3
     assert result.env_steps_per_s > 0
     assert np.isfinite(result.final_return)
+    # the public timing hook: one call per collect step, in order, on the run's clock
+    index, started, episodes = map(list, zip(*calls, strict=True))
+    assert index == list(range(424 // cfg.env.num_envs))
+    assert started == sorted(started) and 0 <= started[0] and started[-1] < result.run_time_s
+    assert episodes == sorted(episodes) and episodes[-1] == len(result.episode_returns)
+    assert 0 < result.replay_time_s < result.run_time_s
 
 
 @pytest.mark.parametrize(

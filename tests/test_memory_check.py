@@ -13,7 +13,8 @@ import pytest
 from jaxrl_fast import presets
 from jaxrl_fast.envs.seeded import make_seeded
 from jaxrl_fast.replay.fits import check_fits
-from jaxrl_fast.replay.sizing import available_memory, plan
+from jaxrl_fast.replay.memory import available_memory
+from jaxrl_fast.replay.sizing import plan
 from jaxrl_fast.resolve import resolve
 
 

@@ -76,8 +76,8 @@ def test_metrics_report_episodes(tiny):
 @pytest.mark.slow
 def test_init_compiled_for_speed_gives_the_default_builds_state():
     from jaxrl_fast.loop import make_train
+    from jaxrl_fast.programs import init_compiler_options
     from jaxrl_fast.seeds import train_keys
-    from jaxrl_fast.train import init_compiler_options
 
     cfg = tiny_config(num_seeds=2)
     fns = make_train(cfg)

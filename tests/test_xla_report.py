@@ -250,7 +250,7 @@ def test_unfused_counts_match_an_instrumented_train_unfused(cli_run, monkeypatch
     )
     blocks = 12  # prefill (20 collect steps) + 12 blocks: one target update (every 10 blocks)
     seen = {"calls": {}, "syncs": 0, "d2h": 0, "h2d": 0, "h2d_bytes": 0}
-    real_parts, real_get = baseline.compile_parts, jax.device_get
+    real_get = jax.device_get
 
     def counted(name, fn):
         def call(*args):
@@ -263,8 +263,8 @@ def test_unfused_counts_match_an_instrumented_train_unfused(cli_run, monkeypatch
 
         return call
 
-    def parts(config, env):
-        p = real_parts(config, env)
+    def parts(config):
+        p = baseline.compile_parts(config)
         wrapped = {f: counted(f, getattr(p, f)) for f in ("act", "update", "update_target")}
         env_step = counted("env.step", p.env.step)
         return p._replace(env=p.env._replace(step=env_step), **wrapped)
@@ -274,9 +274,10 @@ def test_unfused_counts_match_an_instrumented_train_unfused(cli_run, monkeypatch
         seen["d2h"] += sum(x.nbytes for x in jax.tree.leaves(tree) if isinstance(x, jax.Array))
         return real_get(tree)
 
-    monkeypatch.setattr(baseline, "compile_parts", parts)
+    counted_parts = parts(cfg)  # compiled outside the counted window, as train_unfused does
     monkeypatch.setattr(jax, "device_get", device_get)
-    baseline.train_unfused(cfg, max_env_steps=cfg.learning_starts + blocks * cfg.train_frequency)
+    steps = cfg.learning_starts + blocks * cfg.train_frequency
+    baseline.train_unfused(cfg, max_env_steps=steps, parts=counted_parts)
     from jaxrl_fast.envs import make_env
 
     want = xla_report.unfused_totals(cfg, make_env("probe-chain", 4).spec, blocks)

@@ -139,11 +139,12 @@ def _fmt_value(value) -> str:
 
 def _plan(args: argparse.Namespace) -> int:
     from jaxrl_fast.replay import sizing
+    from jaxrl_fast.replay.memory import parse_bytes
 
     memory = None
     if args.device_memory is not None:
         try:
-            memory = sizing.parse_bytes(args.device_memory)
+            memory = parse_bytes(args.device_memory)
         except ValueError as err:
             raise ValueError(f"--device-memory: {err}") from None
     config = build_config(args)

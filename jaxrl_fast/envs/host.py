@@ -2,7 +2,7 @@
 
 A pure env (gymnax, probes) is stepped by its own `reset` / `step`, each compiled once; an
 envpool pool by envpool's ordinary Python API (`envpool_env.HostPool`), with the same flags,
-observations and episode statistics as its XLA adapter. `baseline.py` sees only `HostEnv`.
+observations and episode statistics as its XLA adapter. `baseline/` sees only `HostEnv`.
 """
 
 from __future__ import annotations

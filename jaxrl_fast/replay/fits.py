@@ -9,14 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from jaxrl_fast.config import TrainConfig
-from jaxrl_fast.replay.sizing import (
-    Plan,
-    available_memory,
-    host_available_memory,
-    obs_spec,
-    plan,
-    rows_for_share,
-)
+from jaxrl_fast.replay.memory import available_memory, host_available_memory
+from jaxrl_fast.replay.sizing import Plan, obs_spec, plan, rows_for_share
 from jaxrl_fast.replay.spill_dirs import find_stale_spill_dirs
 from jaxrl_fast.replay.spill_dirs import format_bytes as _fmt
 

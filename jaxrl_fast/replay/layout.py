@@ -24,7 +24,8 @@ Fields = dict[str, tuple[Shape, np.dtype]]
 # A raw env step in L1 (`Transition`): int32 action, float32 reward, bools terminated,
 # truncated and reset, besides the observation.
 _STEP_FIELDS = ((np.int32, 1), (np.float32, 1), (np.bool_, 3))
-# The conventional layout (`baseline.py`): obs, next_obs, int32 action, float32 reward, bool done.
+# The conventional layout (`baseline/replay.py`): obs, next_obs, int32 action, float32 reward,
+# bool done.
 _NAIVE_FIELDS = ((np.int32, 1), (np.float32, 1), (np.bool_, 1))
 _INDEX = np.dtype(np.int32)  # a `Batch` row's index
 

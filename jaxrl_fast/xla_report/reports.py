@@ -107,7 +107,7 @@ def report(
     """
     from jaxrl_fast import seeds
     from jaxrl_fast.loop import make_train
-    from jaxrl_fast.train import init_compiler_options
+    from jaxrl_fast.programs import init_compiler_options
 
     if timing_iterations < 1 or timing_chunks < 1:
         raise ValueError(

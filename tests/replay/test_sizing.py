@@ -13,14 +13,8 @@ import pytest
 from jaxrl_fast.config import CAPACITY_PRESETS, TrainConfig
 from jaxrl_fast.envs import EnvSpec
 from jaxrl_fast.replay import make_buffer
-from jaxrl_fast.replay.sizing import (
-    MAX_ROWS,
-    available_memory,
-    parse_bytes,
-    plan,
-    resolve_capacity,
-    seed_device_bytes,
-)
+from jaxrl_fast.replay.memory import available_memory, parse_bytes
+from jaxrl_fast.replay.sizing import MAX_ROWS, plan, resolve_capacity, seed_device_bytes
 from jaxrl_fast.replay.spill import HostStore
 from jaxrl_fast.types import Transition
 
