@@ -7,7 +7,7 @@ One command, one machine; each run is a fresh Python process (so every compile i
     python benchmarks/ab.py --a /tmp/base --b .      # about 15 min on a 2-core CPU
     python benchmarks/ab.py --a /tmp/base --b . --quick
 
-Writes `benchmarks/results/ab[-quick].json` and `.md`. Cases (the public `train` API only, so
+Writes `benchmarks/experiments/ab[-quick].json` and `.md`. Cases (the public `train` API only, so
 any commit since the Atari work runs them):
 
 - `cartpole-1`, `cartpole-8`: `cartpole-cleanrl` with 1 and 8 seeds (`benchmarks/speedup.py`'s
@@ -26,16 +26,14 @@ B / A of the medians; on this shared VM two runs of one program differ by up to 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _machine import machine, write_results  # noqa: E402
+import common
+from common import machine, write_results  # noqa: E402
 
 # The body each subprocess runs: it imports whichever jaxrl_fast PYTHONPATH points at.
 CASE = r"""
@@ -103,14 +101,13 @@ def _median(xs: list[float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, __file__, out=common.EXPERIMENTS)  # one-off A/Bs
     parser.add_argument("--a", required=True, help="source tree A (the reference)")
     parser.add_argument("--b", required=True, help="source tree B (the change)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per tree and case (>= 3)")
     parser.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     parser.add_argument("--quick", action="store_true", help="shorter runs")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     parser.add_argument("--tag", default="", help="output name suffix: ab[-quick][-TAG].json")
     args = parser.parse_args()
     for tree in (args.a, args.b):

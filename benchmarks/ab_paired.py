@@ -13,12 +13,13 @@ Prints the per-round time ratios A / B (> 1: B is faster) and their median.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
+
+import common
 
 WORKER = r"""
 import sys, time, json
@@ -49,15 +50,13 @@ for line in sys.stdin:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, __file__, out=common.EXPERIMENTS)
     parser.add_argument("--a", required=True, help="source tree A (the reference)")
     parser.add_argument("--b", required=True, help="source tree B (the change)")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=12, help="turns per tree (>= 3)")
     parser.add_argument("--chunks", type=int, default=3, help="chunks per turn")
-    parser.add_argument(
-        "--out", default="", help="results stem (writes STEM.json and STEM.md); default: print only"
-    )
+    parser.add_argument("--name", default="", help="write OUT/NAME.{json,md}; default: print only")
     args = parser.parse_args()
     if args.rounds < 3:
         parser.error(f"--rounds={args.rounds}: at least 3 turns per tree")
@@ -95,14 +94,11 @@ def main() -> None:
         "median_ratio_a_over_b": statistics.median(ratios),
         "ratios": [round(x, 3) for x in ratios],
     }
-    if not args.out:
+    if not args.name:
         print(json.dumps(result))
         return
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import _machine
-
-    result["machine"] = _machine.machine()
-    _machine.write_results(args.out, result, _render)
+    result["machine"] = common.machine()
+    common.write_results(os.path.join(args.out, args.name), result, _render)
 
 
 def _describe(tree: str) -> str:
@@ -120,14 +116,14 @@ def _describe(tree: str) -> str:
 
 
 def _render(r: dict) -> str:
-    import _machine
+    import common
 
     return (
         f"# Paired A/B: {r['b']} (B) against {r['a']} (A), `run_chunk` steady state\n\n"
         f"Produced by `python benchmarks/ab_paired.py --a A --b B --seeds {r['seeds']}"
         f" --rounds {r['rounds']} --chunks {r['chunks_per_turn']}`: two persistent processes, one"
         " compiled `cartpole-cleanrl` loop each, taking turns (order flipped every round).\n\n"
-        f"{_machine.machine_line(r['machine'])}.\n\n"
+        f"{common.machine_line(r['machine'])}.\n\n"
         "| seeds | turns per tree | median s per turn A | B | A / B (> 1: B faster) |\n"
         "|---|---|---|---|---|\n"
         f"| {r['seeds']} | {r['rounds']} | {r['median_s_a']:.3f} | {r['median_s_b']:.3f}"

@@ -27,21 +27,18 @@ CartPole and the discretised arm, a trained agent's recorded episodes on MinAtar
 
 `--only SECTION` (repeatable) redoes those sections and keeps the others from the JSON.
 
-Writes `benchmarks/results/applications[-quick].json` and `.md`.
+Writes `benchmarks/results/applications/applications[-quick].json` and `.md`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _machine import machine, machine_line, write_results  # noqa: E402
+import common  # noqa: E402
+from common import machine, machine_line, write_results  # noqa: E402
 
 from jaxrl_fast import parallel, presets  # noqa: E402
 
@@ -489,15 +486,13 @@ SECTIONS = (
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = common.parser(__doc__, __file__, quick="budgets / 10 (a smoke run)")
     parser.add_argument("--seeds", type=int, default=4)
-    parser.add_argument("--quick", action="store_true", help="budgets / 10 (a smoke run)")
     parser.add_argument(
         "--only", choices=SECTIONS, action="append", help="redo these sections, keep the others"
     )
     args = parser.parse_args()
-    stem = "applications-quick" if args.quick else "applications"
-    path = os.path.join(os.path.dirname(__file__), "results", stem)
+    path = common.stem(args, "applications")
     result = {"machine": machine(), "seeds": args.seeds, "quick": args.quick}
     if args.only:
         with open(path + ".json") as f:

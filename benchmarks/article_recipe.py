@@ -22,13 +22,10 @@ so a gamma that ends at 0.9 is judged on the task, not on its own objective.
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from _machine import machine, machine_line, write_results  # noqa: E402
+import common  # noqa: E402
+from common import machine, machine_line, write_results  # noqa: E402
 
 ENVS = {
     "CartPole-v1": "cartpole",
@@ -169,13 +166,9 @@ def render(result: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = common.parser(__doc__, __file__, quick="short runs, 2 seeds: a smoke test")
     parser.add_argument("--seeds", type=int, default=8, help="seeds per point (default 8)")
-    parser.add_argument("--quick", action="store_true", help="short runs, 2 seeds: a smoke test")
     parser.add_argument("--envs", nargs="*", default=list(ENVS), help="env names to run")
-    parser.add_argument(
-        "--out", default=None, help="results stem (default benchmarks/results/article_recipe)"
-    )
     args = parser.parse_args()
     from jaxrl_fast import parallel
 
@@ -183,11 +176,7 @@ def main() -> None:
     seeds = 2 if args.quick and args.seeds == 8 else args.seeds
     envs = [run_env(e, ENVS[e], seeds, args.quick) for e in args.envs]
     result = {"machine": machine(), "quick": args.quick, "seeds": seeds, "envs": envs}
-    here = os.path.dirname(os.path.abspath(__file__))
-    stem = args.out or os.path.join(
-        here, "results", "article_recipe" + ("-quick" if args.quick else "")
-    )
-    write_results(stem, result, render)
+    write_results(common.stem(args, "article_recipe"), result, render)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ One command, one process, one machine (needs the `atari` extra: `pip install -e 
     python benchmarks/atari.py --learn          # + the Pong learning run (~45 min more)
     python benchmarks/atari.py --quick          # smoke run, ~3 min
 
-Writes `benchmarks/results/atari[-quick].json` and `.md`. What it measures:
+Writes `benchmarks/results/atari/atari[-quick].json` and `.md`. What it measures:
 
 1. **Speed.** Training-phase env-steps/s of the fused loop (`train`) vs the conventional loop
    (`baseline.train_unfused`: a Python loop over envpool's own `step`, a host numpy replay
@@ -23,15 +23,12 @@ Writes `benchmarks/results/atari[-quick].json` and `.md`. What it measures:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from _machine import machine, write_results  # noqa: E402
+import common
+from common import machine, write_results  # noqa: E402
 
 from jaxrl_fast import presets  # noqa: E402
 from jaxrl_fast.baseline import train_unfused  # noqa: E402
@@ -250,8 +247,7 @@ def render(r: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run (~3 min)")
+    parser = common.parser(__doc__, __file__, quick="smoke run (~3 min)")
     parser.add_argument("--learn", action="store_true", help="also run the Pong learning run")
     parser.add_argument(
         "--learn-steps", type=int, help="env steps of the learning run (default: the preset's)"
@@ -262,7 +258,6 @@ def main() -> None:
         help="run only the learning run; keep speed and memory from the results JSON",
     )
     parser.add_argument("--note", help="a remark stored with the learning run (e.g. load)")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     parser.add_argument(
         "--render", metavar="JSON", help="only rewrite the Markdown from a results JSON file"
     )

@@ -25,7 +25,7 @@ REV (same runner, same fills), for a before/after table.
     python benchmarks/checkpoint_save.py --compare f1d4674    # and the checkpoint.py of f1d4674
     python benchmarks/checkpoint_save.py --quick              # 20,000 rows, zeros (seconds)
 
-Writes benchmarks/results/checkpoint-save.{json,md} (`--quick`: checkpoint-save-quick.*).
+Writes benchmarks/results/checkpoint_save/checkpoint-save.{json,md} (`--quick`: checkpoint-save-quick.*).
 """
 
 from __future__ import annotations
@@ -41,9 +41,8 @@ import threading
 import time
 import zlib
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _machine import machine, machine_line, write_results  # noqa: E402
+import common  # noqa: E402
+from common import machine, machine_line, write_results  # noqa: E402
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -239,13 +238,11 @@ def render(result: dict) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="20,000 rows, the zeros fill only")
+    parser = common.parser(__doc__, __file__, quick="20,000 rows, the zeros fill only")
     parser.add_argument("--capacity", type=int, default=None, help="replay rows (one seed)")
     parser.add_argument("--fills", default=None, help="comma-separated: zeros,sparse,random")
     parser.add_argument("--compare", default=None, help="also measure checkpoint.py at this rev")
     parser.add_argument("--dir", default=None, help="where checkpoints go (default: a temp dir)")
-    parser.add_argument("--out", default=None, help="results stem (default by --quick)")
     parser.add_argument("--note", action="append", default=[], help="a line for the Markdown")
     parser.add_argument("--row", default=None, help=argparse.SUPPRESS)  # one row, in this process
     parser.add_argument("--module", default=None, help=argparse.SUPPRESS)
@@ -256,9 +253,7 @@ def main(argv=None) -> None:
         return
 
     fills = (args.fills or ("zeros" if args.quick else "zeros,sparse,random")).split(",")
-    stem = args.out or os.path.join(
-        _HERE, "results", "checkpoint-save-quick" if args.quick else "checkpoint-save"
-    )
+    stem = common.stem(args, "checkpoint-save")
     load = os.getloadavg()[0]
     where = tempfile.mkdtemp(prefix="jaxrl_fast_ckpt_bench_", dir=args.dir)
     modules = [("this tree", None)]

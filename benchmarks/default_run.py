@@ -5,7 +5,7 @@
 
 Each run is a fresh `python -m jaxrl_fast.cli train --no-cache --no-progress --out DIR` (the
 default `cartpole` preset, 1 seed, nothing reused from an on-disk compile cache). Writes
-`benchmarks/results/default_run.json` and `.md`: per run the process's wall time (imports and
+`benchmarks/results/default_run/default_run.json` and `.md`: per run the process's wall time (imports and
 JAX start-up included), the run's own `wall_time_s` (compile + run + evaluation, from its
 `summary.json`), the set-up before compiling (env construction, `import gymnax` included), its
 compile seconds and its final greedy return.
@@ -13,7 +13,6 @@ compile seconds and its final greedy return.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -22,9 +21,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _machine import machine, machine_line, write_results  # noqa: E402
+import common
+from common import machine, machine_line, write_results  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SOLVED = 475.0  # CartPole-v1's own threshold
@@ -54,10 +52,9 @@ def one_run(timeout: float) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, __file__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = parser.parse_args()
     if args.runs < 1:
         parser.error(f"--runs must be >= 1, got {args.runs}")

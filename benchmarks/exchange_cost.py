@@ -18,7 +18,7 @@ its input, so nothing can be hoisted out of the loop. The cases take turns, roun
 - `1-bit Adam, warm-up`, `1-bit Adam, compressed`: `parallel.onebit.onebit_adam` in its two
   phases (its `lax.cond` picks the phase from the shared step).
 
-Writes `benchmarks/results/exchange_cost.json` and `.md`.
+Writes `benchmarks/results/exchange_cost/exchange_cost.json` and `.md`.
 """
 
 from __future__ import annotations
@@ -29,20 +29,16 @@ os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
 ).strip()
 
-import argparse  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 
+import common  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
+from common import machine, machine_line, write_results  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _machine import machine, machine_line, write_results  # noqa: E402
 
 from jaxrl_fast.parallel import DATA_AXIS, onebit  # noqa: E402
 from jaxrl_fast.parallel.exchange import pmean_flat  # noqa: E402
@@ -120,7 +116,7 @@ def _compile(step, tx, mesh):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = common.parser(__doc__, __file__)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     mesh = jax.make_mesh((2,), (DATA_AXIS,), axis_types=(jax.sharding.AxisType.Auto,))
@@ -149,9 +145,7 @@ def main() -> None:
         "us_per_step": times,
         "median_us": {k: statistics.median(v) for k, v in times.items()},
     }
-    write_results(
-        os.path.join(os.path.dirname(__file__), "results", "exchange_cost"), result, render
-    )
+    write_results(common.stem(args, "exchange_cost"), result, render)
 
 
 def render(res: dict) -> str:

@@ -10,20 +10,17 @@ compiled at the default and with XLA's HLO fusion pass turned off
 `xla_backend_optimization_level=0` does not, see `jaxrl-fast xla-report`). Both builds run the
 same steady-state chunks from the same state, alternating A and B each round; reported are the
 medians of the per-chunk time, the ratio, the compile times and the number of `fusion`
-instructions in each optimised program. Writes `benchmarks/results/fusion.json` and `.md`.
+instructions in each optimised program. Writes `benchmarks/results/fusion/fusion.json` and `.md`.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _machine import machine, machine_line, write_results  # noqa: E402
+import common
+from common import machine, machine_line, write_results  # noqa: E402
 
 NO_FUSION = {"xla_disable_hlo_passes": "fusion"}
 
@@ -86,11 +83,10 @@ def measure(preset: str, rounds: int, chunks: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, __file__)
     parser.add_argument("--presets", default="cartpole,minatar-breakout")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--chunks", type=int, default=2, help="chunks timed per build per round")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = parser.parse_args()
     cases = []
     for preset in args.presets.split(","):

@@ -4,8 +4,8 @@
     python benchmarks/gpu_suite.py --sections pong,per  # some sections only
     python benchmarks/gpu_suite.py --tiny               # everything shrunk: a CPU smoke run
 
-Writes `benchmarks/results/gpu.json` and `.md` (`--tiny`: `gpu-tiny`; `--out STEM` sets the
-stem). The committed `gpu.json` only exists once someone has run this on a GPU: the sessions
+Writes `benchmarks/results/gpu_suite/gpu.json` and `.md` (`--tiny`: `gpu-tiny.*`; `--out DIR`
+sets the folder). The committed `gpu.json` only exists once someone has run this on a GPU: the sessions
 that wrote the other benchmarks had none. The script runs unchanged on CPU, which is what
 `--tiny` (and `tests/test_gpu_suite.py`) checks; full sizes on a CPU take far longer than 8 min.
 
@@ -30,20 +30,17 @@ Speed runs skip the final evaluation (`eval_episodes=0`): only throughput is mea
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import gc
 import importlib.util
 import os
-import sys
 import tempfile
 import time
 import traceback
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from _gpu_markdown import render  # noqa: E402
-from _machine import machine, write_results  # noqa: E402
+import common  # noqa: E402
+from common import machine, write_results  # noqa: E402
+from gpu_markdown import render  # noqa: E402
 
 from jaxrl_fast import parallel, presets  # noqa: E402
 
@@ -327,7 +324,7 @@ def run_sections(names, z: Sizes) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, __file__)
     parser.add_argument(
         "--tiny", action="store_true", help="smoke sizes (2 CPU cores: about 2-3 min)"
     )
@@ -335,11 +332,6 @@ def main(argv=None) -> None:
         "--sections",
         default=",".join(SECTIONS),
         help=f"comma-separated subset of {','.join(SECTIONS)} (default: all)",
-    )
-    parser.add_argument(
-        "--out",
-        metavar="STEM",
-        help="output path without .json/.md (default: results/gpu, --tiny: results/gpu-tiny)",
     )
     args = parser.parse_args(argv)
     names = [s.strip() for s in args.sections.split(",") if s.strip()]
@@ -362,7 +354,7 @@ def main(argv=None) -> None:
         "sections": run_sections(names, z),
     }
     out["benchmark_time_s"] = time.perf_counter() - t0
-    stem = args.out or os.path.join(RESULTS, "gpu-tiny" if args.tiny else "gpu")
+    stem = os.path.join(args.out, "gpu-tiny" if args.tiny else "gpu")
     write_results(stem, out, render)
     print(f"wrote {stem}.json and {stem}.md", flush=True)
 

@@ -16,7 +16,6 @@ Runs in about 4-6 minutes on 2 CPU cores; the Atari run is skipped without envpo
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -24,8 +23,9 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "results", "hashes")
+import common
+
+HERE = common.HERE
 
 
 def _configs() -> dict:
@@ -200,17 +200,16 @@ def render(result: dict) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, __file__)
     ap.add_argument("--only", default="", help="comma-separated run names")
-    ap.add_argument("--check", action="store_true", help="compare with results/hashes/hashes.json")
+    ap.add_argument("--check", action="store_true", help="compare with OUT/hashes.json")
     args = ap.parse_args()
-    sys.path.insert(0, HERE)
-    from _machine import machine, machine_line
+    out = args.out
 
     only = {x for x in args.only.split(",") if x} or None
     hashes = _run_all(only)
     if args.check:
-        with open(os.path.join(OUT, "hashes.json")) as f:
+        with open(os.path.join(out, "hashes.json")) as f:
             want = json.load(f)["hashes"]
         bad = [n for n in hashes if n in want and hashes[n] != want[n]]
         missing = [n for n in want if n not in hashes and (not only or n in only)]
@@ -221,24 +220,20 @@ def main() -> int:
         if missing:
             print("not run:", ", ".join(missing))
         return 1 if bad else 0
-    if only and os.path.exists(os.path.join(OUT, "hashes.json")):  # update those runs only
-        with open(os.path.join(OUT, "hashes.json")) as f:
+    if only and os.path.exists(os.path.join(out, "hashes.json")):  # update those runs only
+        with open(os.path.join(out, "hashes.json")) as f:
             hashes = {**json.load(f)["hashes"], **hashes}
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
     )
-    m = machine()
+    m = common.machine()
     result = {
         "commit": commit.stdout.strip(),
         "machine": m,
-        "machine_line": machine_line(m),
+        "machine_line": common.machine_line(m),
         "hashes": hashes,
     }
-    os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, "hashes.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    with open(os.path.join(OUT, "hashes.md"), "w") as f:
-        f.write(render(result))
+    common.write_results(os.path.join(out, "hashes"), result, render)
     return 0
 
 

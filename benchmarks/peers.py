@@ -6,7 +6,7 @@ One command, one process, one machine:
     python benchmarks/peers.py --quick    # 1 and 8 seeds, shorter runs (~3 min)
     python benchmarks/peers.py --quick --prng-impl unsafe_rbg   # jaxrl_fast side on XLA's RNG
 
-Writes `benchmarks/results/peers[-quick][-PRNG].json` and `.md`. Both loops run `cartpole-cleanrl`
+Writes `benchmarks/results/peers/peers[-quick][-PRNG].json` and `.md`. Both loops run `cartpole-cleanrl`
 (CleanRL / PureJaxRL hyperparameters) for the same env steps per seed, on one XLA device, with
 per-seed keys. In each round and seed count, the two take turns (which goes first alternates).
 Each side is compiled once per round from freshly built functions (trace + XLA compile, in this
@@ -18,19 +18,14 @@ reference (< 1: jaxrl_fast compiles faster).
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import time
 
+import common
 import jax
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
 import reference_loop  # noqa: E402
-from _machine import machine, machine_line, write_results  # noqa: E402
+from common import machine, machine_line, write_results  # noqa: E402
 
 from jaxrl_fast import presets  # noqa: E402
 from jaxrl_fast.loop import make_train  # noqa: E402
@@ -80,8 +75,7 @@ def _median(xs):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1 and 8 seeds, shorter runs")
+    parser = common.parser(__doc__, __file__, quick="1 and 8 seeds, shorter runs")
     parser.add_argument("--rounds", type=int, default=3, help="turns per side and seed count")
     parser.add_argument("--seeds", type=int, nargs="*", help="seed counts (default 1 8 32)")
     parser.add_argument(
@@ -90,7 +84,6 @@ def main() -> None:
         choices=["threefry2x32", "rbg", "unsafe_rbg"],
         help="TrainConfig.prng_impl of the jaxrl_fast side (the reference keeps threefry2x32)",
     )
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = parser.parse_args()
     if args.rounds < 1:
         raise SystemExit(f"--rounds={args.rounds}: must be >= 1 (3 or more for a ratio)")

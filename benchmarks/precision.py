@@ -4,9 +4,9 @@ One command, one process, one machine:
 
     python benchmarks/precision.py            # full (about 10 min on a 2-core CPU)
     python benchmarks/precision.py --quick    # smoke run, about 4 min
-    python benchmarks/precision.py --render benchmarks/results/precision.json  # Markdown only
+    python benchmarks/precision.py --render benchmarks/results/precision/precision.json  # Markdown only
 
-Writes `benchmarks/results/precision[-quick].json` and `.md`. What it measures, each low
+Writes `benchmarks/results/precision/precision[-quick].json` and `.md`. What it measures, each low
 precision against fp32 in the same run:
 
 1. **Update step.** One DQN gradient step (double-Q forward passes, backward, clipping, Adam,
@@ -34,18 +34,15 @@ GPU rows stay "not measured" until the benchmark runs on a GPU.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import re
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from _machine import machine, write_results  # noqa: E402
+import common
+from common import machine, write_results  # noqa: E402
 
 from jaxrl_fast import parallel, presets  # noqa: E402
 
@@ -370,8 +367,7 @@ def render(r: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run (~3 min)")
+    parser = common.parser(__doc__, __file__, quick="smoke run (~3 min)")
     parser.add_argument(
         "--render", metavar="JSON", help="only rewrite the Markdown from a results JSON file"
     )
@@ -380,7 +376,6 @@ def main() -> None:
         action="store_true",
         help="re-measure sections 1 and 3 and keep the end-to-end runs of the results JSON",
     )
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = parser.parse_args()
     if args.render:
         with open(args.render) as f:

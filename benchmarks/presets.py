@@ -6,7 +6,7 @@ One command, one process, one machine:
     python benchmarks/presets.py --quick          # every preset, budgets / 10 (smoke run)
     python benchmarks/presets.py --only acrobot   # one preset (repeatable flag)
 
-Writes `benchmarks/results/presets[-quick].json` and `.md`: the machine, then per preset the env,
+Writes `benchmarks/results/presets/presets[-quick].json` and `.md`: the machine, then per preset the env,
 env steps per seed, each seed's final greedy return (mean of `eval_episodes` episodes), the
 random-policy return (mean over 64 episodes of uniformly random actions) and the wall time,
 compile included.
@@ -14,15 +14,10 @@ compile included.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from _machine import machine  # noqa: E402
+import common  # noqa: E402
+from common import machine, write_results  # noqa: E402
 
 from jaxrl_fast import parallel, presets  # noqa: E402
 
@@ -108,8 +103,8 @@ def run_preset(name: str, quick: bool) -> dict:
     return row
 
 
-def write_markdown(path: str, info: dict, rows: list[dict], quick: bool) -> None:
-    m = info["machine"]
+def render(info: dict, quick: bool) -> str:
+    m, rows = info["machine"], info["presets"]
     lines = [
         f"# Presets benchmark{' (quick: budgets / 10, not expected to learn fully)' if quick else ''}",
         "",
@@ -130,13 +125,11 @@ def write_markdown(path: str, info: dict, rows: list[dict], quick: bool) -> None
             f"| `{r['preset']}` | {r['env']} | {r['env_steps_per_seed']:,} | {finals} | "
             f"{r['random_return']:.2f} | {r['wall_time_s']:.1f} | {r['compile_time_s']:.1f} |"
         )
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="budgets / 10 (smoke run)")
+    parser = common.parser(__doc__, __file__, quick="budgets / 10 (smoke run)")
     parser.add_argument(
         "--only", action="append", metavar="NAME", help="run only this preset (repeatable)"
     )
@@ -147,13 +140,7 @@ def main() -> None:
         presets.get(n)  # fail fast on unknown names
     rows = [run_preset(n, args.quick) for n in names]
     info = {"machine": machine(), "quick": args.quick, "num_seeds": NUM_SEEDS, "presets": rows}
-    out_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-    os.makedirs(out_dir, exist_ok=True)
-    stem = os.path.join(out_dir, "presets" + ("-quick" if args.quick else ""))
-    with open(stem + ".json", "w") as f:
-        json.dump(info, f, indent=2)
-    write_markdown(stem + ".md", info, rows, args.quick)
-    print(f"wrote {stem}.json and {stem}.md")
+    write_results(common.stem(args, "presets"), info, lambda r: render(r, args.quick))
 
 
 if __name__ == "__main__":

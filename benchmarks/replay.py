@@ -5,7 +5,7 @@ One command, one process, one machine:
     python benchmarks/replay.py            # full (about 3-5 min on a 2-core CPU, 20 GiB RAM)
     python benchmarks/replay.py --quick    # small buffers, few iterations (smoke run, < 1 min)
 
-Writes `benchmarks/results/replay[-quick].json` and `.md`. For each observation shape
+Writes `benchmarks/results/replay/replay[-quick].json` and `.md`. For each observation shape
 (CartPole: 4 float32; Atari: 84x84 uint8) and each capacity it times, per iteration, one
 sample of `BATCH` transitions (observation, next observation, action, reward, discount) and,
 for prioritised replay (PER), the update of the sampled rows' priorities:
@@ -35,22 +35,18 @@ at batch 512 (CartPole rows): `auto_crossover_rows`, the value for
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
 import statistics
-import sys
 import time
 from typing import Any, Callable, NamedTuple
 
+import common
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from _machine import machine  # noqa: E402
+from common import machine  # noqa: E402
 
 from jaxrl_fast.config import ReplayConfig  # noqa: E402
 from jaxrl_fast.replay import make_buffer, row_bytes, sum_tree  # noqa: E402
@@ -570,9 +566,7 @@ def ratio(a: dict, b: dict) -> float | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small buffers, few iterations")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    parser = common.parser(__doc__, __file__, quick="small buffers, few iterations")
     args = parser.parse_args()
     q = args.quick
     capacities = (2_000, 10_000) if q else (10_000, 100_000, 1_000_000)

@@ -5,7 +5,7 @@ One command, one process, one machine:
     python benchmarks/replay_loop.py            # full (about 15-20 min on a 2-core CPU)
     python benchmarks/replay_loop.py --quick    # smoke run, about 2 min
 
-Writes `benchmarks/results/replay_loop[-quick].json` and `.md`. What it measures:
+Writes `benchmarks/results/replay_loop/replay_loop[-quick].json` and `.md`. What it measures:
 
 1. **L3 overhead.** The fused loop's training-phase env-steps/s with L3 off vs L3 on (host RAM
    and memory-mapped files under a temporary `spill_dir`) at the same L2 size, with 10% of
@@ -20,16 +20,13 @@ Writes `benchmarks/results/replay_loop[-quick].json` and `.md`. What it measures
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from _machine import machine, write_results  # noqa: E402
+import common
+from common import machine, write_results  # noqa: E402
 
 from jaxrl_fast import parallel, presets  # noqa: E402
 
@@ -165,9 +162,7 @@ def render(r: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run (~2 min)")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    parser = common.parser(__doc__, __file__, quick="smoke run (~2 min)")
     args = parser.parse_args()
     q = args.quick
     out: dict = {"machine": machine(), "quick": q}

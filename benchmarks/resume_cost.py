@@ -11,12 +11,11 @@ Colab runtime has):
   `jaxrl-fast train --resume B` to the end.
 The cost of the kill is `(killed process + resume process) - whole process`: the second start-up
 and compile, the restore, and the chunks run again. Checks that both runs end with the same
-`params_sha256`. Writes `benchmarks/results/resume_cost.json` and `.md`.
+`params_sha256`. Writes `benchmarks/results/resume_cost/resume_cost.json` and `.md`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -26,9 +25,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _machine import machine, machine_line, write_results  # noqa: E402
+import common
+from common import machine, machine_line, write_results  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 CLI = [sys.executable, "-m", "jaxrl_fast.cli", "train", "--no-cache", "--no-progress"]
@@ -97,13 +95,12 @@ def killed_and_resumed(args_: list[str], run_dir: str, rows_at_kill: int, timeou
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, __file__)
     parser.add_argument("--preset", default="cartpole")
     parser.add_argument("--total-env-steps", type=int)
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per process")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = parser.parse_args()
     run_args = ["--preset", args.preset, "--seeds", str(args.seeds), "--eval-episodes", "1"]
     if args.total_env_steps:

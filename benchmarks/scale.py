@@ -31,7 +31,7 @@ The parity part trains `--parity-seeds` seeds of each `--parity-presets` preset 
 and MinAtar-Breakout, each preset's full budget) with 2 replicas over 2 processes, fp32 vs 1-bit
 exchange, and compares the final returns; `--parity-only` redoes just that part into the
 existing results.
-Writes `benchmarks/results/scale.json` and `.md`.
+Writes `benchmarks/results/scale/scale.json` and `.md`.
 """
 
 from __future__ import annotations
@@ -45,9 +45,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _machine import machine, machine_line, write_results  # noqa: E402
+import common  # noqa: E402
+from common import machine, machine_line, write_results  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 JAXRL = [sys.executable, "-m", "jaxrl_fast.cli"]
@@ -182,7 +181,7 @@ def _parity(args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = common.parser(__doc__, __file__, quick="1 round, 11k steps, 2 parity seeds")
     parser.add_argument("--preset", default="cartpole")
     parser.add_argument("--total-env-steps", type=int, default=31_000)
     parser.add_argument("--rounds", type=int, default=3)
@@ -190,7 +189,6 @@ def main() -> None:
     parser.add_argument("--parity-presets", default="cartpole,minatar-breakout")
     parser.add_argument("--parity-steps", type=int, default=None, help="default: each preset's own")
     parser.add_argument("--parity-only", action="store_true", help="redo only the parity part")
-    parser.add_argument("--quick", action="store_true", help="1 round, 11k steps, 2 parity seeds")
     parser.add_argument("--render-only", action="store_true", help="rewrite the .md from the .json")
     parser.add_argument(
         "--throughput-only", action="store_true", help="redo the throughput rounds, keep the parity"
@@ -199,7 +197,7 @@ def main() -> None:
     if args.quick:
         args.total_env_steps, args.rounds, args.parity_seeds = 11_000, 1, 2
         args.parity_presets, args.parity_steps = "cartpole", 11_000
-    path = os.path.join(ROOT, "benchmarks", "results", "scale")
+    path = common.stem(args, "scale")
     if args.parity_only:
         with open(path + ".json") as f:
             result = json.load(f)

@@ -3,7 +3,7 @@
     python benchmarks/solve_rate.py                   # `cartpole` and its old settings, 5 x 8 seeds (~5 min)
     python benchmarks/solve_rate.py --bases 0 1 --seeds 4
 
-Writes `benchmarks/results/solve_rate.json` and `.md`. For each variant and base seed, one
+Writes `benchmarks/results/solve_rate/solve_rate.json` and `.md`. For each variant and base seed, one
 `train` call runs `--seeds` seeds in one program (spread over the CPU cores); a seed counts as
 solved when its final greedy return (mean of the preset's `eval_episodes` episodes, epsilon 0)
 is at least 475, CartPole-v1's own threshold. Variants:
@@ -15,15 +15,11 @@ is at least 475, CartPole-v1's own threshold. Variants:
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from _machine import machine, machine_line, write_results  # noqa: E402
+import common
+from common import machine, machine_line, write_results  # noqa: E402
 
 from jaxrl_fast import parallel, presets  # noqa: E402
 
@@ -42,11 +38,10 @@ VARIANTS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, __file__)
     parser.add_argument("--seeds", type=int, default=8, help="seeds per program")
     parser.add_argument("--bases", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="base seeds")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error(f"--seeds must be >= 1, got {args.seeds}")

@@ -5,7 +5,7 @@ One command, one process, one machine:
     python benchmarks/speedup.py            # full (about 15-25 min on a 2-core CPU)
     python benchmarks/speedup.py --quick    # reduced, about 2 min
 
-Writes `benchmarks/results/speedup[-quick].json` and `.md`. What it measures:
+Writes `benchmarks/results/speedup/speedup[-quick].json` and `.md`. What it measures:
 
 1. `cartpole-cleanrl` (CleanRL/PureJaxRL hyperparameters), fused loop, 1 seed, full budget:
    compile time, env-steps/s, greedy final return.
@@ -21,19 +21,15 @@ Writes `benchmarks/results/speedup[-quick].json` and `.md`. What it measures:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 import time
 
+import common
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from _machine import machine  # noqa: E402
+from common import machine  # noqa: E402
 
 from jaxrl_fast import parallel, presets  # noqa: E402
 
@@ -100,9 +96,7 @@ def roofline(config) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="reduced version (~2 min)")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    parser = common.parser(__doc__, __file__, quick="reduced version (~2 min)")
     args = parser.parse_args()
     q = args.quick
     base = presets.get("cartpole-cleanrl")

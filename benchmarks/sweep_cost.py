@@ -11,14 +11,11 @@ repeat, the medians and their ratio.
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from _machine import machine, machine_line, write_results  # noqa: E402
+import common  # noqa: E402
+from common import machine, machine_line, write_results  # noqa: E402
 
 SPEC = {"dqn.learning_rate": [1e-4, 3e-4, 1e-3, 3e-3], "dqn.gamma": [0.95, 0.99]}
 
@@ -75,7 +72,7 @@ def render(result: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = common.parser(__doc__, __file__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--env-steps", type=int, default=21_000)
@@ -94,8 +91,7 @@ def main() -> None:
         "one_program": a,
         "one_per_point": b,
     }
-    here = os.path.dirname(os.path.abspath(__file__))
-    write_results(os.path.join(here, "results", "sweep_cost"), result, render)
+    write_results(common.stem(args, "sweep_cost"), result, render)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
     python benchmarks/update_cost.py            # ~2 min on 2 cores
     python benchmarks/update_cost.py --quick    # fewer rounds
 
-Writes `benchmarks/results/update_cost[-quick].json` and `.md`. Two measurements, one process:
+Writes `benchmarks/results/update_cost/update_cost[-quick].json` and `.md`. Two measurements, one process:
 
 1. **Iteration time against batch size.** `cartpole-cleanrl` (1 seed, one collect step of 10 envs
    plus one update per iteration) compiled at several batch sizes; the compiled chunks take
@@ -25,19 +25,15 @@ gradients, no input gradient into the observations).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
+import common
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-from _machine import machine, machine_line, write_results  # noqa: E402
+from common import machine, machine_line, write_results  # noqa: E402
 
 from jaxrl_fast import presets  # noqa: E402
 from jaxrl_fast.loop import make_train  # noqa: E402
@@ -170,9 +166,7 @@ def products(batch: int, hidden: tuple[int, int], iters: int, repeats: int) -> l
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    parser = common.parser(__doc__, __file__, quick="fewer rounds")
     args = parser.parse_args()
     t = time.perf_counter()
     rounds, repeats = (4, 3) if args.quick else (8, 7)

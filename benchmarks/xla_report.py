@@ -3,27 +3,23 @@
     python benchmarks/xla_report.py                          # cartpole and minatar-breakout
     python benchmarks/xla_report.py --presets cartpole
 
-Writes `benchmarks/results/xla-report.json` (each preset's `XlaReport.to_dict()`) and `.md` (each
+Writes `benchmarks/results/xla_report/xla-report.json` (each preset's `XlaReport.to_dict()`) and `.md` (each
 report's own table, `XlaReport.render()`), with the machine. The op-by-op timing compiles every
 primitive on first use, so a preset takes about a minute here.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _machine import machine, machine_line, write_results  # noqa: E402
+import common
+from common import machine, machine_line, write_results  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, __file__)
     parser.add_argument("--presets", default="cartpole,minatar-breakout")
     parser.add_argument("--timing-iterations", type=int, default=2)
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = parser.parse_args()
     from jaxrl_fast import presets, xla_report
 

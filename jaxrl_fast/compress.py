@@ -35,7 +35,7 @@ def prune_by_magnitude(params: Any, fraction: float, *, scope: str = "global") -
 
     Global pruning spares the small layers (a CartPole MLP's 4 x 120 input layer): on the
     `cartpole` preset's 4 agents, 30% kept a mean greedy return of 499.8 of 500, where pruning
-    each layer by 30% fell to 48.4 (benchmarks/results/applications.md).
+    each layer by 30% fell to 48.4 (benchmarks/results/applications/applications.md).
 
     Raises:
       ValueError: `fraction` outside [0, 1), or an unknown `scope`.

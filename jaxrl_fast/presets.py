@@ -40,7 +40,7 @@
 Each gymnax preset was checked to learn with 2 seeds (both seeds' final greedy return well above
 a random policy's); its function's comment gives the measured returns and wall time.
 `python benchmarks/presets.py` re-measures them all. The Atari presets are measured by
-`python benchmarks/atari.py --learn` (`benchmarks/results/atari.md`).
+`python benchmarks/atari.py --learn` (`benchmarks/results/atari/atari.md`).
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ def _quick_mlp() -> TrainConfig:
 def _cartpole() -> TrainConfig:
     # The default: `_quick_mlp` with 3-step returns and epsilon at its floor after 10% of the run,
     # which solve in fewer updates: 151k env steps (15k updates). Chosen on base seed 0 (8 seeds);
-    # benchmarks/results/solve_rate.md: 37 of 40 seeds (base seeds 0-4) end solved, against 26 of
+    # benchmarks/results/solve_rate/solve_rate.md: 37 of 40 seeds (base seeds 0-4) end solved,
+    # against 26 of
     # 40 with the `_quick_mlp` settings at 201k steps.
     return _quick_mlp().replace(
         replay={"n_step": 3},
@@ -104,13 +105,15 @@ def _cartpole() -> TrainConfig:
 
 
 def _acrobot() -> TrainConfig:
-    # `_quick_mlp` settings on Acrobot-v1. benchmarks/results/presets.md, 201k steps: 2-seed final
+    # `_quick_mlp` settings on Acrobot-v1. benchmarks/results/presets/presets.md, 201k steps:
+    # 2-seed final
     # greedy -90.0, -105.4 (random -500), 11 s wall incl. compile on a 2-core CPU.
     return _quick_mlp().replace(env={"name": "Acrobot-v1"})
 
 
 def _catch() -> TrainConfig:
-    # `_quick_mlp` settings on Catch-bsuite, 51k steps. benchmarks/results/presets.md: 2-seed final
+    # `_quick_mlp` settings on Catch-bsuite, 51k steps. benchmarks/results/presets/presets.md:
+    # 2-seed final
     # greedy 1.0, 1.0 (the maximum; random -0.59), 6.5 s wall incl. compile on a 2-core CPU.
     return _quick_mlp().replace(env={"name": "Catch-bsuite"}, total_env_steps=51_000)
 
@@ -118,7 +121,8 @@ def _catch() -> TrainConfig:
 def _pendulum_discrete() -> TrainConfig:
     # `cartpole` settings on Pendulum-v1 with its torque in 9 values (-2, -1.5, ..., 2), 201k
     # env steps. 2 seeds while choosing: final greedy -141.4, -202.0 (gamma 0.95: -130.8,
-    # -176.2), 7.8 s wall on a 2-core CPU; benchmarks/results/applications.md for 4 seeds
+    # -176.2), 7.8 s wall on a 2-core CPU; benchmarks/results/applications/applications.md for 4
+    # seeds
     # against a random policy and a scripted swing-up controller.
     return _cartpole().replace(
         env={"name": "Pendulum-v1", "discretise": 9}, total_env_steps=201_000
@@ -155,7 +159,7 @@ def _mountaincar_curriculum() -> TrainConfig:
     # after a block whose episodes average -150 or better; evaluated at 0.001. 301k env steps.
     # While choosing (4 seeds): final greedy -110.7, -99.1, -200.0 (that seed never left the
     # first stage), -109.7; trained on 0.001 directly: none solved
-    # (benchmarks/results/applications.md).
+    # (benchmarks/results/applications/applications.md).
     return _cartpole().replace(
         env={
             "name": "MountainCar-v0",
@@ -175,7 +179,8 @@ def _mountaincar_curriculum() -> TrainConfig:
 def _cartpole_poles() -> TrainConfig:
     # Four CartPole variants in one program (the article's many policies at once): pole
     # lengths 0.25, 0.5 (the env's own), 1 and 2 m, 2 seeds each (seed i on variant i mod 4);
-    # the `cartpole` settings. benchmarks/results/applications.md gives results per variant.
+    # the `cartpole` settings. benchmarks/results/applications/applications.md gives results per
+    # variant.
     return _cartpole().replace(
         env={
             "variants": ";".join(
@@ -190,7 +195,7 @@ def _memorychain_lstm() -> TrainConfig:
     # MemoryChain-bsuite (memory length 5): the context bit is shown at the episode's start and
     # asked for 5 steps later (+1 right, -1 wrong). A 32-wide LSTM on 8-step sequences (the
     # 6-step episodes fit) from the stored state; 40k env steps. An MLP stays at chance (0):
-    # benchmarks/results/applications.md ("recurrent").
+    # benchmarks/results/applications/applications.md ("recurrent").
     return TrainConfig(
         env=EnvConfig(name="MemoryChain-bsuite", num_envs=8),
         network=NetworkConfig(kind="mlp", hidden_sizes=(64,), lstm=32),
@@ -250,19 +255,21 @@ def _minatar_base(name: str) -> TrainConfig:
 
 
 def _minatar_breakout() -> TrainConfig:
-    # benchmarks/results/presets.md, 154k steps: 2-seed final greedy 8.7, 5.2 (random 0.36),
+    # benchmarks/results/presets/presets.md, 154k steps: 2-seed final greedy 8.7, 5.2 (random 0.36),
     # 73 s wall incl. compile on a 2-core CPU.
     return _minatar_base("Breakout-MinAtar")
 
 
 def _minatar_space_invaders() -> TrainConfig:
-    # benchmarks/results/presets.md, 154k steps: 2-seed final greedy 23.0, 23.0 (random 4.2),
+    # benchmarks/results/presets/presets.md, 154k steps: 2-seed final greedy 23.0, 23.0 (random
+    # 4.2),
     # 103 s wall incl. compile on a 2-core CPU.
     return _minatar_base("SpaceInvaders-MinAtar")
 
 
 def _minatar_freeway() -> TrainConfig:
-    # benchmarks/results/presets.md, 106k steps: 2-seed final greedy 25.6, 35.2 (random 0.53),
+    # benchmarks/results/presets/presets.md, 106k steps: 2-seed final greedy 25.6, 35.2 (random
+    # 0.53),
     # 72 s wall incl. compile on a 2-core CPU.
     return _minatar_base("Freeway-MinAtar").replace(total_env_steps=106_000)
 
@@ -293,7 +300,8 @@ def article_recipe(base: TrainConfig) -> TrainConfig:
 
 
 def _article_recipe() -> TrainConfig:
-    # benchmarks/results/article_recipe.md compares it with `cartpole` (one sweep program).
+    # benchmarks/results/article_recipe/article_recipe.md compares it with `cartpole` (one sweep
+    # program).
     return article_recipe(_cartpole())
 
 
@@ -322,7 +330,7 @@ def _atari_base(game: str) -> TrainConfig:
 
 
 def _atari_pong() -> TrainConfig:
-    # benchmarks/results/atari.md has the measured learning run.
+    # benchmarks/results/atari/atari.md has the measured learning run.
     return _atari_base("Pong")
 
 

@@ -39,7 +39,7 @@ def init_compiler_options(platform: str) -> dict[str, Any] | None:
     """XLA options for the `init` program, which runs once per run.
 
     On CPU, LLVM's optimisation level 1 compiles it in about half the time of the default
-    level 2 (`benchmarks/results/ab-quick-init-o1.md`); its run time is a few milliseconds
+    level 2 (`benchmarks/experiments/ab-quick-init-o1.md`); its run time is a few milliseconds
     either way. Its output matched the default build's bit for bit on every preset tried;
     `tests/test_train.py` checks it to a tolerance, as two builds need not agree in the last
     bit. Level 0 would save more but changes the last bits of the initial parameters. Other

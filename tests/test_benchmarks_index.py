@@ -1,17 +1,55 @@
-"""benchmarks/README.md indexes every benchmark script (issue 31): a new script needs a row."""
+"""benchmarks/ is a documented suite (issue 31): README.md indexes every script; results are
+grouped per script; one-off A/B experiments live apart, each listed; scripts share one helper
+module and never edit `sys.path`."""
 
 from __future__ import annotations
 
 import pathlib
+import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-HELPERS = {"_machine.py", "_gpu_markdown.py", "reference_loop.py"}
+BENCH = ROOT / "benchmarks"
+# Modules that are not benchmarks themselves (imported by the scripts).
+HELPERS = {
+    "common.py",
+    "gpu_markdown.py",
+    "reference_loop.py",
+    "claims_measure.py",
+    "claims_render.py",
+}
+SCRIPTS = {p.name for p in BENCH.glob("*.py")} - HELPERS
 
 
 def test_every_benchmark_script_has_a_row_in_the_index():
-    index = (ROOT / "benchmarks" / "README.md").read_text()
-    scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py")} - HELPERS
-    missing = sorted(s for s in scripts if f"| `{s}` |" not in index)
+    index = (BENCH / "README.md").read_text()
+    missing = sorted(s for s in SCRIPTS if f"| `{s}` |" not in index)
     assert not missing, f"benchmarks/README.md has no row for {missing}"
     for helper in HELPERS:
         assert f"`{helper}`" in index
+
+
+def test_results_are_grouped_per_script():
+    results = BENCH / "results"
+    loose = sorted(p.name for p in results.iterdir() if p.is_file())
+    assert not loose, f"results/ holds files outside a script's folder: {loose}"
+    folders = {p.name for p in results.iterdir() if p.is_dir()}
+    scripts = {s.removesuffix(".py") for s in SCRIPTS}
+    assert folders <= scripts, f"results folders with no script: {sorted(folders - scripts)}"
+    for folder in folders:
+        assert any((results / folder).iterdir()), folder
+
+
+def test_every_experiment_is_listed_in_its_index():
+    experiments = BENCH / "experiments"
+    index = (experiments / "README.md").read_text()
+    stems = {p.name.split(".")[0] for p in experiments.iterdir() if p.name != "README.md"}
+    unlisted = sorted(s for s in stems if f"`{s}`" not in index)
+    assert not unlisted, f"benchmarks/experiments/README.md does not list {unlisted}"
+
+
+def test_scripts_use_the_shared_helpers_and_never_edit_sys_path():
+    for path in sorted(BENCH.glob("*.py")):
+        text = path.read_text()
+        assert "sys.path.insert" not in text and "sys.path.append" not in text, path.name
+        if path.name in SCRIPTS:
+            assert re.search(r"^(import common|from common import)", text, re.M), path.name

@@ -42,13 +42,13 @@ def _numbers(tree, path=""):
 
 @pytest.mark.slow
 def test_gpu_suite_tiny_reports_every_section(tmp_path):
-    stem = str(tmp_path / "gpu")
+    stem = str(tmp_path / "gpu-tiny")  # --out is the folder; --tiny names the files
     # Smoke sizes: XLA's CPU backend optimisation only costs compile time here (the tiny
     # numbers are not results); without it the ~20 compiles take twice as long on 2 cores.
     flags = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
     env = {**os.environ, "XLA_FLAGS": flags}
     proc = subprocess.run(
-        [sys.executable, "benchmarks/gpu_suite.py", "--tiny", "--out", stem],
+        [sys.executable, "benchmarks/gpu_suite.py", "--tiny", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=600,

@@ -6,7 +6,7 @@ keeps `nn.Conv`'s parameter layout. XLA:CPU runs a convolution fast (with Eigen)
 dimensions are laid out NHWC x HWIO -> NHWC, and rewrites other convolutions into that form only
 outside loops: inside the fused loop autodiff's gradient convolutions (kernel gradient
 `f01b_i01o->01bf`, input gradient with swapped kernel channels) ran about 8x slower than outside
-(`benchmarks/results/precision.md`). So on CPU `Conv` writes both gradients as NHWC x HWIO
+(`benchmarks/results/precision/precision.md`). So on CPU `Conv` writes both gradients as NHWC x HWIO
 convolutions itself (`conv_canonical_grads`): the kernel gradient correlates the input, channels
 as batch, with the output gradient dilated by the stride; the input gradient correlates the
 dilated, padded output gradient with the flipped, channel-swapped kernel.

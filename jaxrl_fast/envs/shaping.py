@@ -44,7 +44,7 @@ def _mountaincar_energy(obs: Array) -> Array:
     # mechanical energy per unit mass, in units of the gravity term 0.0025 (gymnax MountainCar:
     # height ~ sin(3 x), velocity change -0.0025 cos(3 x) per step), times 100: at 10x the
     # shaping did not lead 3 of 4 seeds out of the valley in 301k env steps, at 100x all 4
-    # (benchmarks/results/applications.md has the measured run)
+    # (benchmarks/results/applications/applications.md has the measured run)
     position, velocity = obs[..., 0], obs[..., 1]
     return 100.0 * (jnp.sin(3.0 * position) + 0.5 * velocity**2 / 0.0025)
 

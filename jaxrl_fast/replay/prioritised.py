@@ -10,7 +10,7 @@ Two samplers share one interface (`Sampler`), both over `N` rows with non-negati
   `searchsorted`. Cheap to update and competitive for small buffers.
 
 `"auto"` picks the sum tree from `AUTO_SUM_TREE_FROM` rows on, the capacity from which it
-sampled faster in `benchmarks/replay.py` on our CPU (see `benchmarks/results/replay.md`).
+sampled faster in `benchmarks/replay.py` on our CPU (see `benchmarks/results/replay/replay.md`).
 
 Neither returns a zero-priority row while the total is positive: the sum tree never descends
 into an empty subtree, and the cumsum sampler searches with `side="right"` for masses strictly

@@ -126,7 +126,8 @@ def _scripted_return(name: str, episodes: int = 16) -> float:
 
 @pytest.mark.slow
 def test_scripted_controllers_beat_random_by_far():
-    # random: about -1200 (Pendulum) and 13 (Reacher) (benchmarks/results/applications.md)
+    # random: about -1200 (Pendulum) and 13 (Reacher)
+    # (benchmarks/results/applications/applications.md)
     assert _scripted_return("Pendulum-v1") > -250.0
     assert _scripted_return("Reacher-misc") > 45.0
     with pytest.raises(ValueError, match=r"no scripted controller for 'CartPole-v1'"):

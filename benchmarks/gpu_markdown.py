@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from _machine import machine_line
+from common import machine_line
 
 
 def _n(x, digits: int = 0) -> str:
