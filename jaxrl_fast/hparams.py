@@ -15,76 +15,43 @@ changes shapes or code paths and is refused (`check_sweepable`).
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
 
+from jaxrl_fast.config import SWEEPABLE as _SWEEPABLE
 from jaxrl_fast.config import (
-    EPSILON_SCHEDULES as EPSILON_KINDS,
-)
-from jaxrl_fast.config import (
-    LR_SCHEDULES as LR_KINDS,
-)
-from jaxrl_fast.config import (
-    MAX_GAMMA_PHASES,
     DQNConfig,
     PrecisionConfig,
     ReplayConfig,
     ScheduleConfig,
     TrainConfig,
-    parse_gamma_schedule,
 )
-from jaxrl_fast.config import SWEEPABLE as _SWEEPABLE
+from jaxrl_fast.config.fields import traced
+from jaxrl_fast.config.schedule import gamma_phases as config_gamma_phases
 from jaxrl_fast.types import Array
 
+# Each sweepable field's leaves and encoder, from its declaration (`knob(sweep=...)`).
+_TRACED = traced(TrainConfig)
+_LEAVES = tuple(leaf for spec, _ in _TRACED.values() for leaf in spec.leaves)
 
-class HParams(NamedTuple):
-    """One seed's traced hyperparameters (float32 scalars unless said; `[S]` in the carry).
+HParams = NamedTuple("HParams", [(leaf, Array) for leaf in _LEAVES])
+HParams.__doc__ = """One seed's traced hyperparameters (float32 unless said; `[S]` in the carry).
 
-    Attributes mirror the config fields of `SWEEPABLE`; `max_grad_norm` is `inf` for no clip,
-    `lr_kind` / `epsilon_kind` index `LR_KINDS` / `EPSILON_KINDS` (int32), and the gamma
-    schedule is `gamma_values [G]` with `gamma_until [G]` (phase i holds while the training
-    fraction is below `gamma_until[i]`; `inf` pads), G = `MAX_GAMMA_PHASES`.
-    """
+Derived from the config's declarations: one leaf per field declared `knob(sweep=True)`, named as
+the field (an `int` field is int32), and the leaves a `Traced` declaration names: `lr_kind` /
+`epsilon_kind` index `LR_KINDS` / `EPSILON_KINDS` (int32), `max_grad_norm` is `inf` for no clip,
+and the gamma schedule is `gamma_values [G]` with `gamma_until [G]` (phase i holds while the
+training fraction is below `gamma_until[i]`; `inf` pads), G = `MAX_GAMMA_PHASES`.
+"""
 
-    learning_rate: Array
-    lr_kind: Array
-    lr_end_fraction: Array
-    lr_period_fraction: Array
-    gamma_values: Array
-    gamma_until: Array
-    epsilon_kind: Array
-    epsilon_start: Array
-    epsilon_end: Array
-    epsilon_fraction: Array
-    epsilon_factor: Array
-    epsilon_every: Array
-    tau: Array
-    huber_delta: Array
-    max_grad_norm: Array
-    alpha: Array
-    beta: Array
-    priority_eps: Array
-    initial_scale: Array
-    growth_interval: Array
-    min_scale: Array
-    fallback_overflows: Array
-    fallback_window: Array
-
-
-# dotted config field -> what it sets (the gamma phases come from two fields)
-# The fields a sweep may vary: those declared `knob(sweep=True)` (`config.fields`).
+# The fields a sweep may vary: those declared `knob(sweep=...)` (`config.fields`).
 SWEEPABLE = _SWEEPABLE
 
 
 def gamma_phases(dqn: DQNConfig, schedule: ScheduleConfig) -> tuple[np.ndarray, np.ndarray]:
     """`(values [G], until [G])` float32 of a gamma schedule (constant: one phase)."""
-    phases = parse_gamma_schedule(schedule.gamma_schedule) or [(dqn.gamma, math.inf)]
-    phases = phases + [phases[-1]] * (MAX_GAMMA_PHASES - len(phases))
-    values = np.asarray([g for g, _ in phases], np.float32)
-    until = np.asarray([u for _, u in phases], np.float32)
-    return values, until
+    return config_gamma_phases(dqn.gamma, schedule.gamma_schedule)
 
 
 def hparams_of(config: TrainConfig) -> HParams:
@@ -95,35 +62,17 @@ def hparams_of(config: TrainConfig) -> HParams:
 def hparams_from_parts(
     d: DQNConfig, s: ScheduleConfig, r: ReplayConfig, p: PrecisionConfig | None = None
 ) -> HParams:
-    """The `HParams` of the part configs that hold them."""
-    f, i = np.float32, np.int32
-    p = p or PrecisionConfig()
-    values, until = gamma_phases(d, s)
-    return HParams(
-        learning_rate=f(d.learning_rate),
-        lr_kind=np.int32(LR_KINDS.index(s.lr_schedule)),
-        lr_end_fraction=f(s.lr_end_fraction),
-        lr_period_fraction=f(s.lr_period_fraction),
-        gamma_values=values,
-        gamma_until=until,
-        epsilon_kind=np.int32(EPSILON_KINDS.index(s.epsilon_schedule)),
-        epsilon_start=f(s.epsilon_start),
-        epsilon_end=f(s.epsilon_end),
-        epsilon_fraction=f(s.epsilon_fraction),
-        epsilon_factor=f(s.epsilon_factor),
-        epsilon_every=f(s.epsilon_every),
-        tau=f(d.tau),
-        huber_delta=f(d.huber_delta),
-        max_grad_norm=f(math.inf if d.max_grad_norm is None else d.max_grad_norm),
-        alpha=f(r.alpha),
-        beta=f(r.beta),
-        priority_eps=f(r.priority_eps),
-        initial_scale=f(p.initial_scale),
-        growth_interval=i(p.growth_interval),
-        min_scale=f(p.min_scale),
-        fallback_overflows=i(p.fallback_overflows),
-        fallback_window=i(p.fallback_window),
-    )
+    """The `HParams` of the section configs that hold them, each field encoded as declared."""
+    sections = {"dqn": d, "schedule": s, "replay": r, "precision": p or PrecisionConfig()}
+    values = []
+    for dotted, (spec, is_int) in _TRACED.items():
+        section, name = dotted.split(".")
+        value = getattr(sections[section], name)
+        if spec.encode is not None:
+            values += spec.encode(value, sections)
+        elif spec.leaves:
+            values.append(np.int32(value) if is_int else np.float32(value))
+    return HParams(*values)
 
 
 class Kinds(NamedTuple):

@@ -212,7 +212,7 @@ def test_cli_sweep_errors_name_the_problem(tmp_path, capsys):
     assert "as many values" in capsys.readouterr().err
 
 
-def test_the_article_recipe_differs_from_its_preset_only_in_sweepable_fields():
+def test_the_article_recipe_differs_from_its_preset_only_in_sweepable_fields(monkeypatch):
     from jaxrl_fast import options, presets
     from jaxrl_fast.hparams import SWEEPABLE
 
@@ -234,6 +234,7 @@ def test_the_article_recipe_differs_from_its_preset_only_in_sweepable_fields():
     import pathlib
 
     path = pathlib.Path(__file__).parent.parent / "benchmarks" / "article_recipe.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # as `python benchmarks/article_recipe.py`
     spec = importlib.util.spec_from_file_location("article_recipe", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

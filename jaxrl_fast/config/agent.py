@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
-from jaxrl_fast.config.fields import is_int, is_num, knob, require
+import numpy as np
+
+from jaxrl_fast.config.fields import Traced, is_int, is_num, knob, require
 from jaxrl_fast.registry import LOSSES
+
+
+def _inf_if_none(value: float | None, sections) -> tuple:
+    """`max_grad_norm` traced: `inf` for no clip."""
+    return (np.float32(math.inf if value is None else value),)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -26,7 +34,7 @@ class DQNConfig:
       max_grad_norm: global-norm gradient clip; None disables clipping.
     """
 
-    gamma: float = knob(0.99, sweep=True, resume=True)
+    gamma: float = knob(0.99, sweep=Traced(()), resume=True)  # gamma_schedule's first phase
     learning_rate: float = knob(2.5e-4, sweep=True, resume=True)
     adam_eps: float = knob(1e-8, resume=True)
     double_q: bool = knob(True, resume=True)
@@ -34,7 +42,7 @@ class DQNConfig:
     huber_delta: float = knob(1.0, sweep=True, resume=True)
     target_period: int = 500
     tau: float = knob(1.0, sweep=True, resume=True)
-    max_grad_norm: float | None = knob(10.0, sweep=True)
+    max_grad_norm: float | None = knob(10.0, sweep=Traced(("max_grad_norm",), _inf_if_none))
 
     def __post_init__(self) -> None:
         require(self, "gamma", is_num(self.gamma) and 0.0 <= self.gamma <= 1.0, "a float in [0, 1]")

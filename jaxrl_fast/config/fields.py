@@ -5,7 +5,10 @@
 A field's facts are declared once, in its `knob(...)`:
 
   - `sweep`: traced (a value of `HParams`, `jaxrl_fast.hparams`): a sweep may vary it and seeds
-    with other values share one compiled program (`SWEEPABLE` is derived from these);
+    with other values share one compiled program (`SWEEPABLE` is derived from these). `True`
+    makes the field one `HParams` leaf of its own name (float32; int32 for an `int` field); a
+    `Traced(leaves, encode)` says which leaves it sets and how (a schedule's name as an index,
+    `None` as `inf`); `HParams` is derived from these;
   - `resume`: a resumed run may change it with `force_config` (it changes no shape, no optimiser
     state and no chunking; `RESUME_OVERRIDABLE` is derived from these);
   - `alias`: a short command-line option besides the field's own `--part.field`.
@@ -19,16 +22,30 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 _FACTS = ("sweep", "resume", "alias")
+
+
+class Traced(NamedTuple):
+    """How a sweepable field enters `HParams` when it is not one float32 leaf of its own name.
+
+    Attributes:
+      leaves: the `HParams` leaves it sets, in order; empty when another field's `encode`
+        reads it (e.g. `DQNConfig.gamma`, the first phase of `ScheduleConfig.gamma_schedule`).
+      encode: `(value, sections) -> values of leaves` (numpy scalars or arrays), `sections`
+        mapping each config section's name ("dqn", "schedule", ...) to its config.
+    """
+
+    leaves: tuple[str, ...]
+    encode: Callable[[Any, Any], tuple] | None = None
 
 
 def knob(
     default: Any = dataclasses.MISSING,
     *,
     factory: Any = dataclasses.MISSING,
-    sweep: bool = False,
+    sweep: bool | Traced = False,
     resume: bool = False,
     alias: str | None = None,
 ) -> Any:
@@ -50,6 +67,22 @@ def declared(cls: type, flag: str, prefix: str = "") -> tuple[str, ...]:
         elif f.metadata.get(flag):
             out.append(f"{prefix}{f.name}")
     return tuple(out)
+
+
+def traced(cls: type, prefix: str = "") -> dict[str, tuple[Traced, bool]]:
+    """`{dotted name: (Traced, is_int)}` of every sweepable field, in field order; a field
+    declared `sweep=True` gets `Traced((its name,))` with no `encode` (its value as a float32,
+    or an int32 when `is_int`)."""
+    out: dict[str, tuple[Traced, bool]] = {}
+    for f in dataclasses.fields(cls):
+        part = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        if isinstance(part, type) and dataclasses.is_dataclass(part):
+            out.update(traced(part, f"{prefix}{f.name}."))
+        elif f.metadata.get("sweep"):
+            spec = f.metadata["sweep"]
+            spec = Traced((f.name,)) if spec is True else spec
+            out[f"{prefix}{f.name}"] = (spec, f.type in ("int", int))
+    return out
 
 
 def aliases(cls: type, prefix: str = "") -> dict[str, str]:

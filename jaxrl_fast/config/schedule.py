@@ -5,11 +5,32 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from jaxrl_fast.config.fields import is_int, is_num, knob, require
+import numpy as np
+
+from jaxrl_fast.config.fields import Traced, is_int, is_num, knob, require
 
 LR_SCHEDULES = ("constant", "linear", "cosine_restarts")
 EPSILON_SCHEDULES = ("linear", "factor")
 MAX_GAMMA_PHASES = 4
+
+
+def gamma_phases(gamma: float, schedule: str) -> tuple[np.ndarray, np.ndarray]:
+    """`(values [G], until [G])` float32 of a gamma schedule, G = `MAX_GAMMA_PHASES` (the last
+    phase repeated); "constant" is one phase of `gamma`.
+
+      >>> gamma_phases(0.9, "constant")[0].tolist()
+      [0.8999999761581421, 0.8999999761581421, 0.8999999761581421, 0.8999999761581421]
+    """
+    phases = parse_gamma_schedule(schedule) or [(gamma, math.inf)]
+    phases = phases + [phases[-1]] * (MAX_GAMMA_PHASES - len(phases))
+    values = np.asarray([g for g, _ in phases], np.float32)
+    until = np.asarray([u for _, u in phases], np.float32)
+    return values, until
+
+
+def _kind(names: tuple[str, ...]):
+    """A schedule's name, traced as its index in `names` (int32)."""
+    return lambda value, sections: (np.int32(names.index(value)),)
 
 
 def parse_gamma_schedule(text: object) -> list[tuple[float, float]] | None:
@@ -79,16 +100,27 @@ class ScheduleConfig:
         which L1 staging commits it (README, "Hyperparameters as data").
     """
 
-    epsilon_schedule: str = knob("linear", sweep=True, resume=True)
+    epsilon_schedule: str = knob(
+        "linear", sweep=Traced(("epsilon_kind",), _kind(EPSILON_SCHEDULES)), resume=True
+    )
     epsilon_start: float = knob(1.0, sweep=True, resume=True)
     epsilon_end: float = knob(0.05, sweep=True, resume=True)
     epsilon_fraction: float = knob(0.5, sweep=True, resume=True)
     epsilon_factor: float = knob(0.995, sweep=True, resume=True)
-    epsilon_every: int = knob(1000, sweep=True, resume=True)
-    lr_schedule: str = knob("constant", sweep=True, resume=True)
+    # counted in float32, as the epsilon formula that reads it
+    epsilon_every: int = knob(
+        1000, sweep=Traced(("epsilon_every",), lambda v, s: (np.float32(v),)), resume=True
+    )
+    lr_schedule: str = knob(
+        "constant", sweep=Traced(("lr_kind",), _kind(LR_SCHEDULES)), resume=True
+    )
     lr_end_fraction: float = knob(0.0, sweep=True, resume=True)
     lr_period_fraction: float = knob(0.1, sweep=True, resume=True)
-    gamma_schedule: str = knob("constant", sweep=True, resume=True)
+    gamma_schedule: str = knob(
+        "constant",
+        sweep=Traced(("gamma_values", "gamma_until"), lambda v, s: gamma_phases(s["dqn"].gamma, v)),
+        resume=True,
+    )
 
     def __post_init__(self) -> None:
         for name in ("epsilon_start", "epsilon_end"):

@@ -118,3 +118,49 @@ def test_every_declared_alias_is_a_train_option_that_sets_its_field():
         part, _, leaf = name.rpartition(".")
         got = getattr(getattr(config, part) if part else config, leaf)
         assert got == want, (alias, got)
+
+
+def test_hparams_leaves_are_derived_from_the_declarations():
+    """`HParams` has one leaf per plain sweepable field (named as it) plus the leaves that
+    `Traced` declarations name, and nothing else; each encodes its field as declared."""
+    from jaxrl_fast.config.fields import traced
+    from jaxrl_fast.hparams import HParams
+
+    specs = traced(TrainConfig)
+    assert list(specs) == list(SWEEPABLE)
+    assert HParams._fields == tuple(leaf for spec, _ in specs.values() for leaf in spec.leaves)
+    assert "learning_rate" in HParams._fields and "gamma" not in HParams._fields
+    cfg = TrainConfig().replace(
+        dqn={"gamma": 0.9, "max_grad_norm": None, "learning_rate": 3e-4},
+        schedule={"lr_schedule": "cosine_restarts", "epsilon_schedule": "factor"},
+        precision={"growth_interval": 7},
+    )
+    hp = hparams_of(cfg)
+    assert hp.learning_rate.dtype == np.float32 and hp.learning_rate == np.float32(3e-4)
+    assert hp.lr_kind == 2 and hp.lr_kind.dtype == np.int32  # LR_SCHEDULES[2]
+    assert hp.epsilon_kind == 1 and np.isinf(hp.max_grad_norm)
+    assert hp.growth_interval == 7 and hp.growth_interval.dtype == np.int32  # an int field
+    np.testing.assert_array_equal(hp.gamma_values, np.float32([0.9] * 4))  # constant: gamma
+    phased = hparams_of(cfg.replace(schedule={"gamma_schedule": "0.99:0.5,0.9"}))
+    np.testing.assert_allclose(phased.gamma_values, [0.99, 0.9, 0.9, 0.9], rtol=1e-6)
+    np.testing.assert_array_equal(phased.gamma_until, np.float32([0.5, np.inf, np.inf, np.inf]))
+
+
+def test_a_new_sweepable_field_is_one_declaration():
+    """A config class's `knob(sweep=True)` field is traced as a leaf of its own name."""
+    import dataclasses
+
+    from jaxrl_fast.config.fields import Traced, knob, traced
+
+    @dataclasses.dataclass(frozen=True)
+    class Toy:
+        rate: float = knob(0.5, sweep=True)
+        steps: int = knob(3, sweep=True)
+        name: str = knob("a", sweep=Traced(("name_kind",), lambda v, s: (np.int32(len(v)),)))
+        shape: int = 4  # not sweepable: not traced
+
+    specs = traced(Toy, "toy.")
+    assert list(specs) == ["toy.rate", "toy.steps", "toy.name"]
+    assert specs["toy.rate"] == (Traced(("rate",)), False)
+    assert specs["toy.steps"][1] is True  # an int field: int32
+    assert specs["toy.name"][0].encode("abc", {}) == (3,)

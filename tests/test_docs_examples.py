@@ -1,0 +1,246 @@
+"""Every code example in the guides (docs/*.md) runs, on a tiny budget.
+
+* A `python` block runs whole in a fresh process (its own working directory and HOME, so files
+  it writes and caches it enables stay in a temporary folder). Every `train(config, ...)` call
+  in it trains `tiny(config)`: the same config with a budget of two training blocks (see `tiny`);
+  nothing else in the block changes.
+* A `bash` block's `jaxrl-fast ...` commands run through the CLI exactly as written, with
+  `--set` options appended that shrink the budget the same way (`tiny_options`); commands that
+  need several devices or processes (`--parallel.data`, `launch`) run in a fresh process.
+  A synopsis line (with `[...]` or `...`) is not a command: every option it names must appear
+  in its subcommand's `--help`.
+* A block that shows a command and its output (`$ jaxrl-fast plan ...`) must print that output.
+
+Examples that need the `atari` extra are skipped where envpool is not installed.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib.util
+import io
+import os
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+HAS_ENVPOOL = importlib.util.find_spec("envpool") is not None
+
+
+def tiny(config):
+    """`config` with a budget of two training blocks: prefill, capacity and the L3 tier just
+    large enough for its sequences and n-step windows, one chunk, one evaluation episode."""
+    e, r = config.env.num_envs, config.replay
+    window = max(2, r.burn_in + r.sequence_length + r.n_step)
+    prefill, capacity = e * window, e * max(64, 2 * window)
+    replay = {"capacity": capacity}
+    if r.l3 != "off":
+        replay["l3_capacity"] = 4 * capacity
+    return config.replace(
+        total_env_steps=prefill + 2 * config.train_frequency,
+        learning_starts=prefill,
+        num_chunks=1,
+        eval_episodes=1,
+        eval_every=None,
+        replay=replay,
+    )
+
+
+def tiny_options(argv: list[str]) -> list[str]:
+    """The `--set` options that make the CLI command `argv` train `tiny(its config)`."""
+    from jaxrl_fast.cli.config_args import build_config
+    from jaxrl_fast.cli.main import make_parser
+
+    config = build_config(make_parser().parse_args(argv))
+    small = tiny(config)
+    fields = {
+        "total_env_steps": small.total_env_steps,
+        "learning_starts": small.learning_starts,
+        "num_chunks": 1,
+        "eval_episodes": 1,
+        "replay.capacity": small.replay.capacity,
+    }
+    if small.replay.l3 != "off":
+        fields["replay.l3_capacity"] = small.replay.l3_capacity
+    return [x for k, v in fields.items() for x in ("--set", f"{k}={v}")]
+
+
+def _blocks(lang: str) -> list[tuple[str, int, str]]:
+    """(guide, index, text) of every fenced block of `lang` ("" for a block with no language)."""
+    out = []
+    for doc in DOCS:
+        found = re.findall(r"```(\w*)\n(.*?)```", doc.read_text(), re.S)
+        out += [(doc.name, i, text) for i, (kind, text) in enumerate(found) if kind == lang]
+    return out
+
+
+def _commands(block: str) -> list[list[str]]:
+    """The commands of a shell block: continuation lines (after a backslash, or an indented
+    synopsis line) joined, comments dropped."""
+    commands: list[list[str]] = []
+    for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+        if line.strip() and line.startswith(" ") and commands:
+            commands[-1] += _split(line)
+        elif line.strip():
+            commands.append(_split(line))
+    return commands
+
+
+def _split(line: str) -> list[str]:
+    try:
+        return shlex.split(line, comments=True)
+    except ValueError:  # a synopsis in words ("[train's config options]"): its words
+        return line.split("  #")[0].split()
+
+
+def _is_synopsis(argv: list[str]) -> bool:
+    return any(t.startswith("[") or t.endswith("]") or t == "..." or "|" in t for t in argv)
+
+
+def _needs_envpool(words: list[str] | str) -> bool:
+    return "atari" in (" ".join(words) if isinstance(words, list) else words)
+
+
+PYTHON = _blocks("python")
+SHELL = [
+    (name, i, argv)
+    for name, i, block in _blocks("bash")
+    for argv in _commands(block)
+    if argv and argv[0] == "jaxrl-fast"
+]
+RUNS = [(n, i, a) for n, i, a in SHELL if not _is_synopsis(a)]
+SYNOPSES = [(n, i, a) for n, i, a in SHELL if _is_synopsis(a)]
+OUTPUTS = [(n, i, b) for n, i, b in _blocks("") if b.startswith("$ jaxrl-fast ")]
+
+
+def test_the_guides_have_examples_of_every_kind():
+    assert len(PYTHON) >= 7 and len(RUNS) >= 20 and SYNOPSES and OUTPUTS
+    # every bash line is a command this file runs or checks (or an install line)
+    for name, _, block in _blocks("bash"):
+        for argv in _commands(block):
+            assert argv[0] in ("jaxrl-fast", "pip"), f"{name}: unknown command {argv}"
+
+
+def _run_python(block: str, tmp_path: pathlib.Path) -> subprocess.CompletedProcess:
+    script = tmp_path / "example.py"
+    script.write_text(block)
+    env = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT / "tests")}
+    return subprocess.run(
+        [sys.executable, str(pathlib.Path(__file__).resolve()), "--run-example", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=env,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, index, block", PYTHON, ids=[f"{n}-{i}" for n, i, _ in PYTHON])
+def test_python_example_runs(name, index, block, tmp_path):
+    if _needs_envpool(block) and not HAS_ENVPOOL:
+        pytest.skip("needs the atari extra (envpool)")
+    proc = _run_python(block, tmp_path)
+    assert proc.returncode == 0, (
+        f"{name} example {index}:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
+    )
+    assert "trained tiny(config)" in proc.stdout or "train(" not in block
+
+
+def _run_cli(argv: list[str], cwd: pathlib.Path) -> tuple[int, str]:
+    from jaxrl_fast.cli import main
+
+    here = os.getcwd()
+    out = io.StringIO()
+    try:
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out):
+            code = main(argv)
+    finally:
+        os.chdir(here)
+    return code, out.getvalue()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, index, argv", RUNS, ids=[" ".join(a[1:4]) for _, _, a in RUNS])
+def test_shell_example_runs(name, index, argv, tmp_path):
+    if _needs_envpool(argv) and not HAS_ENVPOOL:
+        pytest.skip("needs the atari extra (envpool)")
+    args = argv[1:]
+    if args[0] in ("train", "sweep"):
+        args = [*args, *tiny_options(args), "--no-progress", "--no-cache"]
+    elif args[0] == "launch":  # the command after `--` is a train command
+        cut = args.index("--") + 1
+        inner = args[cut:]
+        args = [*args[:cut], *inner, *tiny_options(inner), "--no-progress", "--no-cache"]
+    if args[0] == "launch" or "--parallel.data" in args:  # several devices or processes
+        cmd = [sys.executable, "-m", "jaxrl_fast.cli", *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        code, text = proc.returncode, proc.stdout + proc.stderr
+    else:
+        code, text = _run_cli(args, tmp_path)
+    assert code == 0, f"{name}: {' '.join(argv)}\n{text[-3000:]}"
+    if "--out" in args:  # a train or sweep command's files
+        assert any((tmp_path / args[args.index("--out") + 1]).iterdir())
+
+
+@pytest.mark.parametrize(
+    "name, index, argv", SYNOPSES, ids=[" ".join(a[1:3]) for _, _, a in SYNOPSES]
+)
+def test_every_option_of_a_synopsis_exists(name, index, argv):
+    command = argv[1] if len(argv) > 1 and not argv[1].startswith("-") else "train"
+    help_text = _help(command)
+    options = {t.strip("[]|.,") for t in argv if t.lstrip("[").startswith("--")}
+    for option in options:
+        flag = option.split("=")[0]
+        assert flag in help_text, f"{name}: `{' '.join(argv)}` names {flag}, unknown to {command}"
+
+
+def _help(command: str) -> str:
+    from jaxrl_fast.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("name, index, block", OUTPUTS, ids=[n for n, _, _ in OUTPUTS])
+def test_shown_output_is_what_the_command_prints(name, index, block, tmp_path):
+    first, *shown = block.rstrip("\n").splitlines()
+    code, text = _run_cli(shlex.split(first[len("$ jaxrl-fast ") :]), tmp_path)
+    assert code == 0
+    printed = [line.rstrip() for line in text.rstrip("\n").splitlines()]
+    assert printed == [line.rstrip() for line in shown], f"{name}: the output shown is stale"
+
+
+def _run_example(path: str) -> None:
+    """Run a guide's python block, each `train(config, ...)` call training `tiny(config)`."""
+    tree = ast.parse(pathlib.Path(path).read_text(), filename=path)
+
+    class TinyTrain(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.Call:
+            self.generic_visit(node)
+            if isinstance(node.func, ast.Name) and node.func.id == "train" and node.args:
+                node.args[0] = ast.Call(ast.Name("_tiny", ast.Load()), [node.args[0]], [])
+            return node
+
+    code = compile(ast.fix_missing_locations(TinyTrain().visit(tree)), path, "exec")
+
+    def _tiny(config):
+        print("trained tiny(config)")
+        return tiny(config)
+
+    exec(code, {"__name__": "__main__", "_tiny": _tiny})
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--run-example"]:
+    _run_example(sys.argv[2])
