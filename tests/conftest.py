@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 
 import pytest
@@ -27,9 +28,16 @@ def tiny_config(**changes) -> TrainConfig:
     return base.replace(**changes)
 
 
-# The same tiny programs are compiled by many tests: share them through a session-private
-# on-disk compilation cache (a cache hit returns the identical executable).
-compile_cache.enable(tempfile.mkdtemp(prefix="jaxrl_fast_test_xla_"))
+# The same tiny programs are compiled by many tests: share them through an on-disk compilation
+# cache private to this test session (a cache hit returns the identical executable); with
+# pytest-xdist (`pytest -n auto`) the workers of one session share it.
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+if _RUN:
+    _CACHE = os.path.join(tempfile.gettempdir(), f"jaxrl_fast_test_xla_{_RUN}")
+    os.makedirs(_CACHE, exist_ok=True)
+else:
+    _CACHE = tempfile.mkdtemp(prefix="jaxrl_fast_test_xla_")
+compile_cache.enable(_CACHE)
 
 
 def assert_learned_probe_chain(result, cfg) -> None:
@@ -70,7 +78,7 @@ def stack_stream(steps, num_envs, starts, *, frame=(2, 3), k=4, seed=0):
 # Doctests that compile a training program: outside the fast tier (`pytest -m "not slow"`).
 SLOW_DOCTESTS = {
     "jaxrl_fast.loop.loop.make_train",
-    "jaxrl_fast.baseline.train_unfused",
+    "jaxrl_fast.baseline.run.train_unfused",
     "jaxrl_fast.replay.sequence.make_sequence_buffer",
 }
 

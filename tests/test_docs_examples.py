@@ -2,8 +2,9 @@
 
 * A `python` block runs whole in a fresh process (its own working directory and HOME, so files
   it writes and caches it enables stay in a temporary folder). Every `train(config, ...)` call
-  in it trains `tiny(config)`: the same config with a budget of two training blocks (see `tiny`);
-  nothing else in the block changes.
+  in it trains `tiny(config)`: the same config with a budget of two training blocks (see `tiny`),
+  and a `steps=N` keyword (the env steps `demos.record` plays, the updates `compress.distil`
+  makes) is capped at `MAX_STEPS`; nothing else in the block changes.
 * A `bash` block's `jaxrl-fast ...` commands run through the CLI exactly as written, with
   `--set` options appended that shrink the budget the same way (`tiny_options`); commands that
   need several devices or processes (`--parallel.data`, `launch`) run in a fresh process.
@@ -32,11 +33,13 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 HAS_ENVPOOL = importlib.util.find_spec("envpool") is not None
+MAX_STEPS = 500
 
 
 def tiny(config):
     """`config` with a budget of two training blocks: prefill, capacity and the L3 tier just
-    large enough for its sequences and n-step windows, one chunk, one evaluation episode."""
+    large enough for its sequences and n-step windows, one chunk, no evaluation (an episode of
+    Pong is thousands of steps; the evaluation has tests of its own)."""
     e, r = config.env.num_envs, config.replay
     window = max(2, r.burn_in + r.sequence_length + r.n_step)
     prefill, capacity = e * window, e * max(64, 2 * window)
@@ -47,7 +50,7 @@ def tiny(config):
         total_env_steps=prefill + 2 * config.train_frequency,
         learning_starts=prefill,
         num_chunks=1,
-        eval_episodes=1,
+        eval_episodes=0,
         eval_every=None,
         replay=replay,
     )
@@ -64,7 +67,7 @@ def tiny_options(argv: list[str]) -> list[str]:
         "total_env_steps": small.total_env_steps,
         "learning_starts": small.learning_starts,
         "num_chunks": 1,
-        "eval_episodes": 1,
+        "eval_episodes": 0,
         "replay.capacity": small.replay.capacity,
     }
     if small.replay.l3 != "off":
@@ -154,6 +157,18 @@ def test_python_example_runs(name, index, block, tmp_path):
     assert "trained tiny(config)" in proc.stdout or "train(" not in block
 
 
+def _make_recorded_demos(args: list[str], cwd: pathlib.Path) -> None:
+    """A command that trains from a recorded `.npz` (its guide's python example writes it
+    first): record one from a tiny run of the same preset, as that example does."""
+    source = args[args.index("--demo.source") + 1] if "--demo.source" in args else ""
+    if not source.endswith(".npz"):
+        return
+    from jaxrl_fast import demos, presets, train
+
+    teacher = train(tiny(presets.get(args[args.index("--preset") + 1])), progress=False)
+    demos.record(teacher, cwd / source, steps=MAX_STEPS, epsilon=0.01)
+
+
 def _run_cli(argv: list[str], cwd: pathlib.Path) -> tuple[int, str]:
     from jaxrl_fast.cli import main
 
@@ -174,6 +189,7 @@ def test_shell_example_runs(name, index, argv, tmp_path):
     if _needs_envpool(argv) and not HAS_ENVPOOL:
         pytest.skip("needs the atari extra (envpool)")
     args = argv[1:]
+    _make_recorded_demos(args, tmp_path)
     if args[0] in ("train", "sweep"):
         args = [*args, *tiny_options(args), "--no-progress", "--no-cache"]
     elif args[0] == "launch":  # the command after `--` is a train command
@@ -231,6 +247,9 @@ def _run_example(path: str) -> None:
             self.generic_visit(node)
             if isinstance(node.func, ast.Name) and node.func.id == "train" and node.args:
                 node.args[0] = ast.Call(ast.Name("_tiny", ast.Load()), [node.args[0]], [])
+            for kw in node.keywords:
+                if kw.arg == "steps" and isinstance(kw.value, ast.Constant):
+                    kw.value = ast.Constant(min(kw.value.value, MAX_STEPS))
             return node
 
     code = compile(ast.fix_missing_locations(TinyTrain().visit(tree)), path, "exec")
