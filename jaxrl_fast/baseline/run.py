@@ -169,24 +169,7 @@ def train_unfused(
     wall = time.perf_counter()
     num_blocks = baseline_blocks(config, max_env_steps)
     t = time.perf_counter()
-    if config.env.varying_params:
-        raise ValueError(
-            "train_unfused: EnvConfig.variants / curriculum are not supported by the "
-            "conventional baseline (one seed, the env's own parameters); unset them."
-        )
-    if config.demo.active:
-        raise ValueError(
-            f"train_unfused: DemoConfig.source={config.demo.source!r} (demonstrations) is not "
-            "supported by the conventional baseline; use source='' or the fused loop (train)."
-        )
-    if config.network.lstm:
-        raise ValueError(
-            f"train_unfused: NetworkConfig.lstm={config.network.lstm} (a recurrent agent on "
-            "sequence replay) is not supported by the conventional baseline, which stores "
-            "transitions; use lstm=0 and sequence_length=0, or the fused loop (train)."
-        )
-    if (gamma := config.schedule.gamma_schedule) != "constant":  # the host replay: one gamma
-        raise ValueError(f"train_unfused: ScheduleConfig.gamma_schedule={gamma!r}; use 'constant'.")
+    _check_supported(config)
     if parts is None:
         parts = compile_parts(config, env)  # compiled once, before timing (as `train` does)
     compile_time = time.perf_counter() - t
@@ -251,3 +234,25 @@ def train_unfused(
         replay=loop.replay,
         replay_time_s=loop.replay_time_s,
     )
+
+
+def _check_supported(config: TrainConfig) -> None:
+    """Refuse what the conventional baseline does not implement, naming the field."""
+    if config.env.varying_params:
+        raise ValueError(
+            "train_unfused: EnvConfig.variants / curriculum are not supported by the "
+            "conventional baseline (one seed, the env's own parameters); unset them."
+        )
+    if config.demo.active:
+        raise ValueError(
+            f"train_unfused: DemoConfig.source={config.demo.source!r} (demonstrations) is not "
+            "supported by the conventional baseline; use source='' or the fused loop (train)."
+        )
+    if config.network.lstm:
+        raise ValueError(
+            f"train_unfused: NetworkConfig.lstm={config.network.lstm} (a recurrent agent on "
+            "sequence replay) is not supported by the conventional baseline, which stores "
+            "transitions; use lstm=0 and sequence_length=0, or the fused loop (train)."
+        )
+    if (gamma := config.schedule.gamma_schedule) != "constant":  # the host replay: one gamma
+        raise ValueError(f"train_unfused: ScheduleConfig.gamma_schedule={gamma!r}; use 'constant'.")

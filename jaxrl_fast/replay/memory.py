@@ -62,7 +62,7 @@ def host_available_memory() -> int:
             for line in f:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024  # the file counts kB (KiB)
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError):  # no readable /proc/meminfo: the fallback below
         pass
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
