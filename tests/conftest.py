@@ -6,14 +6,13 @@ import collections
 import os
 import tempfile
 
-# The tests check behaviour, not speed: XLA's CPU backend compiles them at LLVM optimisation
-# level 0 without its expensive passes, which takes about two thirds of the time on 2 cores
-# (compiling dominates these small programs) and lets pytest-xdist's workers (`pytest -n auto`)
-# use the cores that XLA's multi-threaded runtime would otherwise share. Subprocesses inherit
-# it. `JAXRL_FAST_TEST_OPTIMIZED=1` runs the suite at XLA's default level instead.
+# The tests check behaviour, not speed: XLA compiles them without most of its optimisations
+# (JAX's `jax_disable_most_optimizations`: XLA:CPU's LLVM level 0, no expensive passes), which
+# takes the suite about 0.75 of the time on 2 cores (compiling dominates these small programs).
+# Subprocesses inherit it. Tests marked `xla_optimized` (long runs whose run time outweighs
+# their compile) compile at the default level; `JAXRL_FAST_TEST_OPTIMIZED=1` runs every test so.
 if os.environ.get("JAXRL_FAST_TEST_OPTIMIZED") != "1":
-    _FAST = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST}".strip()
+    os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
 
 import pytest
 
@@ -48,6 +47,21 @@ if _RUN:
 else:
     _CACHE = tempfile.mkdtemp(prefix="jaxrl_fast_test_xla_")
 compile_cache.enable(_CACHE)
+
+
+def child_env(*, cache: bool = True, **extra: str) -> dict[str, str]:
+    """The environment of a child Python process a test starts: the session's XLA flags (its
+    optimisation level; a forced CPU device count dropped, as the child sets its own devices),
+    the session's compilation cache unless `cache=False` (a child compiling a program the
+    session already compiled loads it), and `extra`."""
+    env = {**os.environ, **extra}
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
+    env["XLA_FLAGS"] = " ".join(flags)
+    if cache:  # JAX reads its config options from upper-case environment variables
+        env["JAX_COMPILATION_CACHE_DIR"] = _CACHE
+        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.5"
+        env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+    return env
 
 
 def assert_learned_probe_chain(result, cfg) -> None:
@@ -126,6 +140,22 @@ LONGEST = (
     "test_envpool.py",
     "test_data_parallel.py",
 )
+
+
+@pytest.fixture(autouse=True)
+def _xla_optimized(request):
+    """A test marked `xla_optimized` compiles at XLA's default optimisation level."""
+    if request.node.get_closest_marker("xla_optimized") is None:
+        yield
+        return
+    import jax
+
+    was = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", was)
 
 
 @pytest.fixture(scope="session")

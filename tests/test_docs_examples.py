@@ -29,6 +29,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import child_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
@@ -134,7 +135,7 @@ def test_the_guides_have_examples_of_every_kind():
 def _run_python(block: str, tmp_path: pathlib.Path) -> subprocess.CompletedProcess:
     script = tmp_path / "example.py"
     script.write_text(block)
-    env = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT / "tests")}
+    env = child_env(HOME=str(tmp_path), PYTHONPATH=str(ROOT / "tests"))
     return subprocess.run(
         [sys.executable, str(pathlib.Path(__file__).resolve()), "--run-example", str(script)],
         capture_output=True,
@@ -198,7 +199,10 @@ def test_shell_example_runs(name, index, argv, tmp_path):
         args = [*args[:cut], *inner, *tiny_options(inner), "--no-progress", "--no-cache"]
     if args[0] == "launch" or "--parallel.data" in args:  # several devices or processes
         cmd = [sys.executable, "-m", "jaxrl_fast.cli", *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        env = child_env(cache=args[0] != "launch")  # a distributed run keeps the cache off
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env
+        )
         code, text = proc.returncode, proc.stdout + proc.stderr
     else:
         code, text = _run_cli(args, tmp_path)

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import child_env
 
 from jaxrl_fast import presets
 from jaxrl_fast.config import CurriculumConfig, EnvConfig, TrainConfig
@@ -172,7 +173,7 @@ SCRIPT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_variants_over_two_devices_follow_the_global_seed_index():
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env,
         cwd=os.path.join(os.path.dirname(__file__), "..", ".."),

@@ -5,7 +5,6 @@ devices, the mean gradient, the collectives' bytes and whole runs."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -15,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from conftest import tiny_config
+from conftest import child_env, tiny_config
 
 from jaxrl_fast.config import ParallelConfig
 from jaxrl_fast.parallel import make_exchange, onebit
@@ -212,7 +211,7 @@ SCRIPT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def two_devices():
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600, env=env
     )

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import params_hashes, tiny_config
+from conftest import child_env, params_hashes, tiny_config
 
 from jaxrl_fast.parallel import distributed
 from jaxrl_fast.parallel.launch import launch_local
@@ -19,7 +19,7 @@ def _launch(tmp_path, *extra, timeout=240, config=None, processes=2):
     path = tmp_path / "tiny.json"
     config = config or tiny_config(total_env_steps=480, num_chunks=2)
     path.write_text(json.dumps(config.to_dict()))
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env(cache=False)  # the CLI keeps the cache off in a distributed run
     launch = ["launch", "--local", str(processes), "--timeout", str(timeout - 30), "--", "train"]
     train = ["--config", str(path), "--no-progress", "--no-cache", *extra]
     cmd = [sys.executable, "-m", "jaxrl_fast.cli", *launch, *train]
@@ -27,11 +27,11 @@ def _launch(tmp_path, *extra, timeout=240, config=None, processes=2):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("compression", ["none", "onebit"])
-def test_two_processes_data_parallel(tmp_path, compression):
+def test_two_processes_data_parallel_with_onebit_exchange(tmp_path):
+    """(The uncompressed exchange over processes: the four-process test.)"""
     out = tmp_path / "out"
     proc = _launch(
-        tmp_path, "--parallel.data", "2", "--parallel.compression", compression, "--out", str(out)
+        tmp_path, "--parallel.data", "2", "--parallel.compression", "onebit", "--out", str(out)
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
@@ -55,8 +55,12 @@ def test_four_processes_seeds_and_replicas(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["num_devices"] == 4
+    assert summary["config"]["parallel"]["data"] == 2
+    assert summary["config"]["parallel"]["compression"] == "none"
     assert [s["final_return"] for s in summary["seeds"]] == [1.0, 1.0]
+    # process 0 alone reports; the others' lines come prefixed
     assert proc.stdout.count("wrote ") == 1
+    assert not any(f"[p{k}]" in proc.stdout for k in (1, 2, 3))
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ import textwrap
 
 import jax
 import pytest
+from conftest import child_env
 
 from jaxrl_fast.parallel import seed_devices, seed_specs
 
@@ -39,7 +40,7 @@ SCRIPT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_two_devices_match_one_device():
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT],
         capture_output=True,
