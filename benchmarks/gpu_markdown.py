@@ -31,7 +31,8 @@ def _render_sweep(r: dict) -> list[str]:
 def _render_pong(r: dict) -> list[str]:
     lines = [
         f"`atari-pong`, {r['rows'][0]['env_steps_per_seed']:,} env steps per seed; the "
-        "conventional loop's S seeds are S one-seed runs in a row (compile s: per run)",
+        "conventional loop's S seeds are S one-seed runs in a row: one run measured, counted S "
+        "times (compile s: per run)",
         "",
         "| loop | seeds | compile s | env-steps/s (all seeds) | training-phase env-steps/s "
         "| fused / conventional |",

@@ -9,8 +9,7 @@ import tempfile
 # The tests check behaviour, not speed: XLA compiles them without most of its optimisations
 # (JAX's `jax_disable_most_optimizations`: XLA:CPU's LLVM level 0, no expensive passes), which
 # takes the suite about 0.75 of the time on 2 cores (compiling dominates these small programs).
-# Subprocesses inherit it. Tests marked `xla_optimized` (long runs whose run time outweighs
-# their compile) compile at the default level; `JAXRL_FAST_TEST_OPTIMIZED=1` runs every test so.
+# Subprocesses inherit it. `JAXRL_FAST_TEST_OPTIMIZED=1` runs the suite at the default level.
 if os.environ.get("JAXRL_FAST_TEST_OPTIMIZED") != "1":
     os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
 
@@ -129,33 +128,27 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=order)
 
 
-# Files whose tests take the longest on 2 cores (`pytest -n auto --durations=30`), longest first.
+# Files whose tests take the longest on 2 cores (`pytest -n auto --durations=0`, summed per
+# file), longest first. xdist keeps this order (`--no-loadscope-reorder` in pyproject.toml; by
+# default it would hand out the files with the most tests first and end on the long ones).
 LONGEST = (
-    "test_gpu_suite.py",
-    "test_multiprocess.py",
     "test_docs_examples.py",
-    "test_claims.py",
     "test_recurrent.py",
-    "test_xla_report.py",
     "test_envpool.py",
+    "test_multiprocess.py",
+    "test_gpu_suite.py",
+    "test_claims.py",
+    "test_variation.py",
+    "test_checkpoint.py",
+    "test_cli.py",
+    "test_demos.py",
+    "test_xla_report.py",
+    "test_loop.py",
     "test_data_parallel.py",
+    "test_train.py",
+    "test_precision.py",
+    "test_prioritised.py",
 )
-
-
-@pytest.fixture(autouse=True)
-def _xla_optimized(request):
-    """A test marked `xla_optimized` compiles at XLA's default optimisation level."""
-    if request.node.get_closest_marker("xla_optimized") is None:
-        yield
-        return
-    import jax
-
-    was = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", False)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_disable_most_optimizations", was)
 
 
 @pytest.fixture(scope="session")

@@ -261,7 +261,6 @@ def fns_spec():
     return make_probe_env("probe-chain", 1).spec
 
 
-@pytest.mark.xla_optimized  # its run outweighs its compile
 @pytest.mark.slow
 @pytest.mark.learning
 def test_memorychain_needs_the_lstm():

@@ -134,7 +134,6 @@ def test_scripted_controllers_beat_random_by_far():
         scripted_controller("CartPole-v1")
 
 
-@pytest.mark.xla_optimized  # its run outweighs its compile
 @pytest.mark.slow
 @pytest.mark.learning
 def test_pendulum_discrete_learns():

@@ -66,7 +66,6 @@ def test_fused_loop_learns_probe_chain_q_values():
     assert np.all(np.abs(returns - 0.5) < 0.1), returns
 
 
-@pytest.mark.xla_optimized  # its run outweighs its compile
 @pytest.mark.slow
 @pytest.mark.learning
 def test_fused_loop_learns_cartpole():
