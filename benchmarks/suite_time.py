@@ -1,6 +1,6 @@
 """How long the test suite takes: the full suite (the README's test command) and the fast tier.
 
-    python benchmarks/suite_time.py            # both, about 20 minutes on a 2-core CPU
+    python benchmarks/suite_time.py            # both, about 13 minutes on a 2-core CPU
     python benchmarks/suite_time.py --quick    # the fast tier only, about 2 minutes
 
 Each is one fresh `pytest` process from the repository root, as CI runs it: its wall time, the

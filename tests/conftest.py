@@ -8,7 +8,7 @@ import tempfile
 
 # The tests check behaviour, not speed: XLA compiles them without most of its optimisations
 # (JAX's `jax_disable_most_optimizations`: XLA:CPU's LLVM level 0, no expensive passes), which
-# takes the suite about 0.75 of the time on 2 cores (compiling dominates these small programs).
+# takes 0.71-0.79 of the time on 2 cores (benchmarks/experiments/tests-xla-level.md).
 # Subprocesses inherit it. `JAXRL_FAST_TEST_OPTIMIZED=1` runs the suite at the default level.
 if os.environ.get("JAXRL_FAST_TEST_OPTIMIZED") != "1":
     os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
