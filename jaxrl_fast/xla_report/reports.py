@@ -85,6 +85,27 @@ def plain_value(x: Any) -> Any:
     return x
 
 
+def _trip_counts(config: TrainConfig) -> dict:
+    """The trip counts of run_chunk's loops, each with where it comes from."""
+    return {
+        "blocks_per_chunk": {
+            "value": config.blocks_per_chunk,
+            "source": f"TrainConfig.blocks_per_chunk = num_blocks {config.num_blocks} // chunks "
+            f"{config.chunks}: the outer while loop (fori_loop over blocks)",
+        },
+        "collect_steps_per_block": {
+            "value": config.collect_steps_per_block,
+            "source": f"TrainConfig.collect_steps_per_block = train_frequency "
+            f"{config.train_frequency} // env.num_envs {config.env.num_envs}: the inner while",
+        },
+        "updates_per_block": {
+            "value": config.updates_per_block,
+            "source": "TrainConfig.updates_per_block: a scan of that length inside the learn "
+            "cond (no loop when 1)",
+        },
+    }
+
+
 def report(
     config_or_run: TrainConfig | ResolvedRun, *, timing_iterations: int = 2, timing_chunks: int = 2
 ) -> XlaReport:
@@ -116,23 +137,7 @@ def report(
         )
     run = config_or_run if isinstance(config_or_run, ResolvedRun) else resolve(config_or_run)
     config, platform = run.config, run.device.platform
-    trips = {
-        "blocks_per_chunk": {
-            "value": config.blocks_per_chunk,
-            "source": f"TrainConfig.blocks_per_chunk = num_blocks {config.num_blocks} // chunks "
-            f"{config.chunks}: the outer while loop (fori_loop over blocks)",
-        },
-        "collect_steps_per_block": {
-            "value": config.collect_steps_per_block,
-            "source": f"TrainConfig.collect_steps_per_block = train_frequency "
-            f"{config.train_frequency} // env.num_envs {config.env.num_envs}: the inner while",
-        },
-        "updates_per_block": {
-            "value": config.updates_per_block,
-            "source": "TrainConfig.updates_per_block: a scan of that length inside the learn "
-            "cond (no loop when 1)",
-        },
-    }
+    trips = _trip_counts(config)
     while_trips = [(v["value"], v["source"]) for k, v in trips.items() if k != "updates_per_block"]
     keys = seeds.train_keys(config)
     fns = make_train(run)
