@@ -113,26 +113,9 @@ def train(
     progress = progress and parallel.is_main()
     if run_dir is None and resume:
         raise ValueError("resume=True needs run_dir: the directory of the run to continue.")
-    saver = None
-    if run_dir is not None:
-        saver = checkpoint.Checkpointer(
-            os.path.join(os.fspath(run_dir), "checkpoints"),
-            run.config,
-            every_env_steps=checkpoint_every,
-            keep=keep,
-            resume=resume,
-        )
-    directory = _metrics_writer(run_dir, run.config, resume, force_config)
-    if directory is not None and plan is not None:
-        directory.hparams = plan.hparams
-    if directory is not None:
-        user_on_chunk = on_chunk
-
-        def on_chunk(rec: dict) -> None:
-            directory.log_chunk(rec)
-            if user_on_chunk is not None:
-                user_on_chunk(rec)
-
+    saver, directory, on_chunk = _run_directory(
+        run_dir, run.config, plan, on_chunk, resume, force_config, checkpoint_every, keep
+    )
     if plan is not None:
         _check_sweep_run(run.config, plan, run_dir, resume)
     kinds = None if plan is None else hparams_mod.kinds_of(plan.hparams)
@@ -263,6 +246,32 @@ def _eval_due(config: TrainConfig, before: int, after: int) -> bool:
     return (
         after >= config.total_env_steps or after // config.eval_every > before // config.eval_every
     )
+
+
+def _run_directory(run_dir, config, plan, on_chunk, resume, force_config, checkpoint_every, keep):
+    """The run directory's checkpointer and metrics writer (None, None without `run_dir`), and
+    the `on_chunk` that logs each chunk's record there before calling the user's."""
+    if run_dir is None:
+        return None, None, on_chunk
+    saver = checkpoint.Checkpointer(
+        os.path.join(os.fspath(run_dir), "checkpoints"),
+        config,
+        every_env_steps=checkpoint_every,
+        keep=keep,
+        resume=resume,
+    )
+    directory = _metrics_writer(run_dir, config, resume, force_config)
+    if directory is None:
+        return saver, None, on_chunk
+    if plan is not None:
+        directory.hparams = plan.hparams
+
+    def log_then_call(rec: dict) -> None:
+        directory.log_chunk(rec)
+        if on_chunk is not None:
+            on_chunk(rec)
+
+    return saver, directory, log_then_call
 
 
 def _run(
