@@ -116,6 +116,39 @@ class Ring(NamedTuple):
     frame_stack: int = 0
 
 
+def _frames_per_stack(
+    capacity: int, num_envs: int, obs_shape: tuple[int, ...], n_step: int, frame_stack: int
+) -> int:
+    """`make_ring`'s checks of its sizes; returns the frames per rebuilt stack (0: whole
+    observations are stored)."""
+    if capacity % num_envs or capacity < (n_step + 1) * num_envs:
+        raise ValueError(
+            f"ReplayConfig.capacity={capacity} is not allowed; expected a multiple of "
+            f"num_envs={num_envs} of at least {(n_step + 1) * num_envs} (n_step + 1 slots)."
+        )
+    if capacity > MAX_ROWS:
+        raise ValueError(
+            f"ReplayConfig.capacity={capacity} is not allowed; expected at most {MAX_ROWS} rows "
+            f"per seed (row indices are int32)."
+        )
+    slots = capacity // num_envs
+    k = frame_stack
+    if k == 1:
+        k = 0  # a one-frame "stack" is the observation itself
+    if k and (len(obs_shape) < 2 or obs_shape[-1] != k):
+        raise ValueError(
+            f"frame_stack={frame_stack} needs observations whose last axis stacks {frame_stack} "
+            f"frames; got shape {obs_shape}."
+        )
+    if k and slots < n_step + k + 1:
+        raise ValueError(
+            f"ReplayConfig.capacity={capacity} is not allowed with {k}-frame deduplication; "
+            f"expected at least {(n_step + k + 1) * num_envs} rows (n_step + {k + 1} slots of "
+            f"num_envs={num_envs})."
+        )
+    return k
+
+
 def make_ring(
     capacity: int,
     num_envs: int,
@@ -137,32 +170,8 @@ def make_ring(
     Raises:
       ValueError: capacity not a multiple of `num_envs`, or fewer than `n_step + 1` slots.
     """
-    if capacity % num_envs or capacity < (n_step + 1) * num_envs:
-        raise ValueError(
-            f"ReplayConfig.capacity={capacity} is not allowed; expected a multiple of "
-            f"num_envs={num_envs} of at least {(n_step + 1) * num_envs} (n_step + 1 slots)."
-        )
-    if capacity > MAX_ROWS:
-        raise ValueError(
-            f"ReplayConfig.capacity={capacity} is not allowed; expected at most {MAX_ROWS} rows "
-            f"per seed (row indices are int32)."
-        )
-    slots = capacity // num_envs
-    obs_shape = tuple(obs_shape)
-    k = frame_stack
-    if k == 1:
-        k = 0  # a one-frame "stack" is the observation itself
-    if k and (len(obs_shape) < 2 or obs_shape[-1] != k):
-        raise ValueError(
-            f"frame_stack={frame_stack} needs observations whose last axis stacks {frame_stack} "
-            f"frames; got shape {obs_shape}."
-        )
-    if k and slots < n_step + k + 1:
-        raise ValueError(
-            f"ReplayConfig.capacity={capacity} is not allowed with {k}-frame deduplication; "
-            f"expected at least {(n_step + k + 1) * num_envs} rows (n_step + {k + 1} slots of "
-            f"num_envs={num_envs})."
-        )
+    slots, obs_shape = capacity // num_envs, tuple(obs_shape)
+    k = _frames_per_stack(capacity, num_envs, obs_shape, n_step, frame_stack)
     fields = stored_fields(obs_shape, obs_dtype, k)
     # Once full, the k - 1 oldest slots have lost the frames their stacks need.
     lost = max(k - 1, 0)
