@@ -237,7 +237,7 @@ def make_l3(
         extra = jax.tree.map(lambda x: x[cur], l3.rows)
         use = extra.weight > 0  # a valid L3 row replaces the L2 row; else the L2 row stays
         if config.l3_hit_rate is not None:  # dynamic share: the first k prefetched rows
-            use = use & (jnp.arange(b3) < dynamic_rows(l3))
+            use = use & (jnp.arange(b3) < _dynamic_rows(l3, layout, t2, config))
         if l3_weights is not None:
             extra = extra._replace(weight=l3_weights(use))
 
@@ -247,19 +247,6 @@ def make_l3(
             return a.at[batch_size - b3 :].set(jnp.where(m, b.astype(a.dtype), tail))
 
         return jax.tree.map(put, batch, extra._replace(index=jnp.full((b3,), -1, jnp.int32)))
-
-    def dynamic_rows(l3: L3State) -> Array:
-        """Rows of this batch to take from L3 (`ReplayConfig.l3_hit_rate`): the share of the
-        stored rows that only L3 holds (as if sampling uniformly over L2 and L3), at most
-        `1 - l3_hit_rate` of the batch and the `B3` rows prefetched."""
-        l2_slots = jnp.minimum(l3.committed, t2)
-        gone = l3.committed - t2  # slots evicted from L2 (may be < 0)
-        only_l3 = jnp.maximum(
-            jnp.minimum(l3.spilled, gone) - jnp.maximum(l3.spilled - layout.slots, 0), 0
-        )
-        share = only_l3 / jnp.maximum(only_l3 + l2_slots, 1).astype(jnp.float32)
-        natural = jnp.round(share * batch_size).astype(jnp.int32)
-        return jnp.minimum(natural, min(b3, int((1.0 - config.l3_hit_rate) * batch_size)))
 
     def on_update(l3: L3State, index: Array) -> L3State:
         return l3._replace(
@@ -284,6 +271,21 @@ def make_l3(
         host_state,
         load_host_state,
     )
+
+
+def _dynamic_rows(l3: L3State, layout: L3Layout, t2: int, config: ReplayConfig) -> Array:
+    """Rows of this batch to take from L3 (`ReplayConfig.l3_hit_rate`): the share of the stored
+    rows that only L3 holds (as if sampling uniformly over L2 and L3), at most
+    `1 - l3_hit_rate` of the batch and the `B3` rows prefetched (`t2`: L2's slots)."""
+    batch_size = config.batch_size
+    l2_slots = jnp.minimum(l3.committed, t2)
+    gone = l3.committed - t2  # slots evicted from L2 (may be < 0)
+    only_l3 = jnp.maximum(
+        jnp.minimum(l3.spilled, gone) - jnp.maximum(l3.spilled - layout.slots, 0), 0
+    )
+    share = only_l3 / jnp.maximum(only_l3 + l2_slots, 1).astype(jnp.float32)
+    natural = jnp.round(share * batch_size).astype(jnp.int32)
+    return jnp.minimum(natural, min(layout.rows, int((1.0 - config.l3_hit_rate) * batch_size)))
 
 
 def _make_host_state(store: HostStore):
