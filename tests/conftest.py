@@ -10,8 +10,17 @@ import tempfile
 # (JAX's `jax_disable_most_optimizations`: XLA:CPU's LLVM level 0, no expensive passes), which
 # takes 0.71-0.79 of the time on 2 cores (benchmarks/experiments/tests-xla-level.md).
 # Subprocesses inherit it. `JAXRL_FAST_TEST_OPTIMIZED=1` runs the suite at the default level.
+# XLA:CPU's older fusion emitters (not the MLIR ones) and one LLVM module per program compile
+# the tests' programs in 0.40-0.50 of the time (benchmarks/compile_flags.py; the full suite
+# 12.3 -> 7.9 min on 2 cores, benchmarks/results/suite_profile). Subprocesses inherit them.
 if os.environ.get("JAXRL_FAST_TEST_OPTIMIZED") != "1":
     os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
+    os.environ["XLA_FLAGS"] = " ".join(
+        dict.fromkeys(
+            os.environ.get("XLA_FLAGS", "").split()
+            + ["--xla_cpu_use_fusion_emitters=false", "--xla_cpu_parallel_codegen_split_count=1"]
+        )
+    )
 
 import pytest
 
