@@ -21,7 +21,7 @@ import jax
 
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.demos import load_demos
-from jaxrl_fast.envs import Env
+from jaxrl_fast.envs import Env, custom
 from jaxrl_fast.envs.seeded import SeededEnv, make_seeded, make_seeded_env
 from jaxrl_fast.parallel import seed_devices
 from jaxrl_fast.precision import PrecisionPolicy, resolve_precision
@@ -59,18 +59,35 @@ class ResolvedRun:
         return lines
 
 
+def bind_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, Any]:
+    """`(config, env)` with one's own gymnax env instance (or `(env, params)` pair) replaced by
+    its "user:" name in `config.env.name` (`envs.custom.register_instance`), so that everything
+    that builds the env from the config builds it; None, an `Env` or a `SeededEnv` is returned
+    as it is.
+
+    Raises:
+      TypeError: `env` is none of those.
+    """
+    if env is None or isinstance(env, (Env, SeededEnv)):
+        return config, env
+    name = custom.register_instance(env)
+    return (config if config.env.name == name else config.replace(env={"name": name})), None
+
+
 def resolve(
     config: TrainConfig,
     *,
-    env: Env | SeededEnv | None = None,
+    env: Any = None,
     device: Any = None,
 ) -> ResolvedRun:
     """Resolve `config` for `device` (default: the first local device).
 
     Args:
       config: a validated `TrainConfig`.
-      env: an env to train on instead of `config.env.name`: a `SeededEnv`, or an `Env` of
-        `env.num_envs` envs (one seed's; a pool env holds every seed's).
+      env: an env to train on instead of `config.env.name`: a `SeededEnv`, an `Env` of
+        `env.num_envs` envs (one seed's; a pool env holds every seed's), or one's own gymnax
+        `Environment` (or `(Environment, EnvParams)`), which the resolved config then names
+        (`envs.custom.bind_env`).
       device: the device the run's precision, conv choice and replay capacity are resolved for.
 
     Raises:
@@ -88,6 +105,7 @@ def resolve(
       (2, 'vmap')
     """
     device = device if device is not None else jax.local_devices()[0]
+    config, env = bind_env(config, env)
     num_seeds = config.num_seeds
     if env is None:
         env = make_seeded(config.env, num_seeds, seed=config.seed)

@@ -21,11 +21,10 @@ from jaxrl_fast import checkpoint, parallel
 from jaxrl_fast import hparams as hparams_mod
 from jaxrl_fast.chunk_log import ChunkLog, check_finite  # noqa: F401 (check_finite: re-exported)
 from jaxrl_fast.config import TrainConfig
-from jaxrl_fast.envs import Env
 from jaxrl_fast.loop import RunnerState, TrainFns, make_train
 from jaxrl_fast.metrics import MetricsWriter
 from jaxrl_fast.programs import Compiled, Evaluator, compile_programs
-from jaxrl_fast.resolve import ResolvedRun, resolve
+from jaxrl_fast.resolve import ResolvedRun, bind_env, resolve
 from jaxrl_fast.result import TrainResult
 from jaxrl_fast.sweep import SweepPlan, SweepResult
 from jaxrl_fast.sweep import plan as sweep_plan
@@ -36,7 +35,7 @@ def train(
     *,
     progress: bool = True,
     on_chunk: Callable[[dict], None] | None = None,
-    env: Env | None = None,
+    env: Any = None,
     devices: Sequence[jax.Device] | None = None,
     run_dir: str | os.PathLike | None = None,
     resume: bool = False,
@@ -59,7 +58,9 @@ def train(
       config: the run, or a `ResolvedRun` of it (`jaxrl_fast.resolve.resolve`).
       progress: show a live progress bar (env steps, env-steps/s, mean episode return).
       on_chunk: called after each chunk with that chunk's record (a dict).
-      env: optional env to train on instead of `config.env.name` (with a `TrainConfig`).
+      env: optional env to train on instead of `config.env.name` (with a `TrainConfig`): one's
+        own gymnax `Environment` instance or `(Environment, EnvParams)` pair (the run's config
+        then names it "user:<its name>": `envs.custom`), a jaxrl_fast `Env` or a `SeededEnv`.
       devices: devices to spread the seeds over (default: all local devices); the most that
         divide `num_seeds` are used, with no communication between them. On a CPU call
         `jaxrl_fast.parallel.use_cpu_cores()` first to get one device per core. A seed's
@@ -100,6 +101,8 @@ def train(
     """
     wall = time.perf_counter()
     plan = None
+    if not isinstance(config, ResolvedRun):  # one's own gymnax env becomes a name in the config
+        config, env = bind_env(config, env)
     if sweep is not None:  # before anything compiles: every point's config is validated
         if isinstance(config, ResolvedRun):
             raise ValueError("train(sweep=...) takes a TrainConfig, not a ResolvedRun")

@@ -12,6 +12,10 @@
   in its subcommand's `--help`.
 * A block that shows a command and its output (`$ jaxrl-fast plan ...`) must print that output.
 
+A `python` block whose first line is `# file: NAME.py` is a module the guide's other examples
+import: it is written to the working directory of every example of its guide (and importable
+by its `jaxrl-fast` commands, as the command's current directory is), and runs too.
+
 Examples that need the `atari` extra are skipped where envpool is not installed.
 """
 
@@ -113,6 +117,17 @@ def _needs_envpool(words: list[str] | str) -> bool:
 
 
 PYTHON = _blocks("python")
+_FILE = re.compile(r"# file: (\w+\.py)\n")
+
+
+def _write_guide_files(name: str, folder: pathlib.Path) -> None:
+    """Write the `# file: NAME.py` blocks of guide `name` into `folder`."""
+    for guide, _, block in PYTHON:
+        found = _FILE.match(block)
+        if guide == name and found:
+            (folder / found.group(1)).write_text(block)
+
+
 SHELL = [
     (name, i, argv)
     for name, i, block in _blocks("bash")
@@ -135,7 +150,9 @@ def test_the_guides_have_examples_of_every_kind():
 def _run_python(block: str, tmp_path: pathlib.Path) -> subprocess.CompletedProcess:
     script = tmp_path / "example.py"
     script.write_text(block)
-    env = child_env(HOME=str(tmp_path), PYTHONPATH=str(ROOT / "tests"))
+    env = child_env(
+        HOME=str(tmp_path), PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT / "tests")])
+    )
     return subprocess.run(
         [sys.executable, str(pathlib.Path(__file__).resolve()), "--run-example", str(script)],
         capture_output=True,
@@ -151,11 +168,12 @@ def _run_python(block: str, tmp_path: pathlib.Path) -> subprocess.CompletedProce
 def test_python_example_runs(name, index, block, tmp_path):
     if _needs_envpool(block) and not HAS_ENVPOOL:
         pytest.skip("needs the atari extra (envpool)")
+    _write_guide_files(name, tmp_path)
     proc = _run_python(block, tmp_path)
     assert proc.returncode == 0, (
         f"{name} example {index}:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
     )
-    assert "trained tiny(config)" in proc.stdout or "train(" not in block
+    assert "trained tiny(config)" in proc.stdout or "train(" not in block or _FILE.match(block)
 
 
 def _make_recorded_demos(args: list[str], cwd: pathlib.Path) -> None:
@@ -186,9 +204,11 @@ def _run_cli(argv: list[str], cwd: pathlib.Path) -> tuple[int, str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, index, argv", RUNS, ids=[" ".join(a[1:4]) for _, _, a in RUNS])
-def test_shell_example_runs(name, index, argv, tmp_path):
+def test_shell_example_runs(name, index, argv, tmp_path, monkeypatch):
     if _needs_envpool(argv) and not HAS_ENVPOOL:
         pytest.skip("needs the atari extra (envpool)")
+    _write_guide_files(name, tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the `jaxrl-fast` command's current directory
     args = argv[1:]
     _make_recorded_demos(args, tmp_path)
     if args[0] in ("train", "sweep"):

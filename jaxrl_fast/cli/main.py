@@ -187,7 +187,11 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
         help="set any config field by its dotted name, e.g. --set dqn.learning_rate=1e-4 "
         "(repeatable; applied last)",
     )
-    parser.add_argument("--env", help="env name (see `jaxrl-fast envs`); overrides the preset's")
+    parser.add_argument(
+        "--env",
+        help="env name (see `jaxrl-fast envs`) or one's own gymnax env as an import path "
+        "'module:factory'; overrides the preset's",
+    )
     parser.add_argument("--seeds", type=int, help="independent seeds trained together (vmapped)")
     parser.add_argument("--num-envs", type=int, help="parallel envs per seed")
 
@@ -351,6 +355,10 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    if argv is None and "" not in sys.path and os.getcwd() not in sys.path:
+        # the `jaxrl-fast` command, as `python -m` does: an env's import path
+        # ("--env my_envs:make_env") may name a module in the current directory
+        sys.path.insert(0, os.getcwd())
     parser = make_parser()
     args = parser.parse_args(argv)
     try:

@@ -146,7 +146,10 @@ class EnvConfig:
     Attributes:
       name: a gymnax discrete-action env id (e.g. "CartPole-v1", "Breakout-MinAtar"),
         optionally prefixed "gymnax:" (`jaxrl_fast.envs.list_envs()` lists them), or an Atari
-        game through envpool, e.g. "envpool:Pong-v5" (needs the `atari` extra).
+        game through envpool, e.g. "envpool:Pong-v5" (needs the `atari` extra), or one's own
+        gymnax env: a name given to `jaxrl_fast.envs.register`, an import path
+        "package.module:factory", or "user:<Name>" for an instance given to
+        `train(config, env=...)` (`envs/custom.py`).
       num_envs: environments stepped in parallel per seed (one env step each per collect step).
       atari: the Atari settings of "envpool:" envs.
       discretise: for a continuous-action gymnax env (Pendulum-v1, Reacher-misc, ...), the

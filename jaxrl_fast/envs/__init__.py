@@ -1,9 +1,11 @@
-"""Environments: one functional `Env` interface over gymnax, probe and envpool envs, and
-`SeededEnv`, the envs of all seeds at once (`envs/seeded.py`)."""
+"""Environments: one functional `Env` interface over gymnax, probe and envpool envs and one's own
+gymnax envs (`register`, `envs/custom.py`), and `SeededEnv`, the envs of all seeds at once
+(`envs/seeded.py`)."""
 
 from __future__ import annotations
 
 from jaxrl_fast.envs.base import Env, EnvSpec, EnvState, make_batched_env
+from jaxrl_fast.envs.custom import register, registered_envs, unregister
 from jaxrl_fast.envs.make import list_envs, make_env
 from jaxrl_fast.envs.probe import PROBE_ENVS, make_probe_env, optimal_q
 from jaxrl_fast.envs.seeded import SeededEnv, make_seeded, make_seeded_env
@@ -24,4 +26,7 @@ __all__ = [
     "make_seeded",
     "make_seeded_env",
     "optimal_q",
+    "register",
+    "registered_envs",
+    "unregister",
 ]

@@ -84,7 +84,9 @@ def _unknown(name: str) -> ValueError:
     return ValueError(
         f"EnvConfig.name={name!r} {why} Valid names: {', '.join(valid)} (and the probe envs "
         f"'probe-bandit', 'probe-chain', and 'envpool:<Game>-v5' with the atari extra); with "
-        f"EnvConfig.discretise: {', '.join(CONTINUOUS_ENVS)}."
+        f"EnvConfig.discretise: {', '.join(CONTINUOUS_ENVS)}. One's own gymnax env: "
+        "train(config, env=MyEnv()), a name given to jaxrl_fast.envs.register, or an import "
+        "path 'package.module:factory'."
     )
 
 
@@ -119,27 +121,77 @@ def make_gymnax_env(
         outside a vector observation.
     """
     import gymnax
-    from gymnax.environments import spaces
 
     continuous = name in CONTINUOUS_ENVS
     if not (name in DISCRETE_ENVS or continuous) or name not in gymnax.registered_envs:
         raise _unknown(name)
     if continuous and discretise is None:
         raise _unknown(name)
-    if not continuous and discretise is not None:
-        raise ValueError(
-            f"EnvConfig.discretise={discretise!r} is for continuous action spaces; {name} has "
-            "discrete actions. Leave discretise unset (None)."
-        )
     env, params = gymnax.make(name)
+    return adapt_gymnax(
+        env,
+        params,
+        name=name,
+        num_envs=num_envs,
+        discretise=discretise,
+        param_fields=param_fields,
+        observe=observe,
+    )
+
+
+def adapt_gymnax(
+    env,
+    params,
+    *,
+    name: str,
+    num_envs: int,
+    discretise: int | None = None,
+    param_fields: tuple[str, ...] = (),
+    observe: tuple[int, ...] = (),
+) -> Env:
+    """Adapt a gymnax `Environment` instance (gymnax's own or one's own) with its `params` to a
+    batched `Env` of `num_envs` envs; the other arguments are those of `make_gymnax_env`.
+
+    The env follows gymnax's interface: `reset_env(key, params) -> (obs, state)`,
+    `step_env(key, state, action, params) -> (obs, state, reward, terminated, info)` without
+    resetting, `is_truncated(state, params)` (gymnax's default: `state.time >=
+    params.max_steps_in_episode`), and a `Discrete` (or, with `discretise`, `Box`) action space.
+    `params.max_steps_in_episode` bounds an evaluation episode.
+
+    Raises:
+      ValueError: an action space that is neither `Discrete` nor `Box`, `discretise` missing for
+        a `Box` or given for a `Discrete` space, params without `max_steps_in_episode`, or a bad
+        `param_fields` or `observe` entry.
+    """
+    from gymnax.environments import spaces
+
     space = env.action_space(params)
-    if isinstance(space, spaces.Discrete) and not continuous:
+    if isinstance(space, spaces.Discrete):
+        if discretise is not None:
+            raise ValueError(
+                f"EnvConfig.discretise={discretise!r} is for continuous action spaces; {name} "
+                "has discrete actions. Leave discretise unset (None)."
+            )
         num_actions, to_env = int(space.n), lambda action: action
-    elif isinstance(space, spaces.Box) and continuous:
+    elif isinstance(space, spaces.Box):
+        if discretise is None:
+            raise ValueError(
+                f"EnvConfig.name={name!r} has a continuous (Box) action space; DQN needs discrete "
+                "actions: set EnvConfig.discretise=N (N values per action dimension, e.g. 9)."
+            )
         grid = make_action_grid(space.low, space.high, discretise, name=name)
         num_actions, to_env = grid.num_actions, grid.to_continuous
-    else:  # a gymnax change
-        raise _unknown(name)
+    else:
+        raise ValueError(
+            f"EnvConfig.name={name!r}: its action space is a {type(space).__name__}; expected a "
+            "gymnax spaces.Discrete (or spaces.Box with EnvConfig.discretise)."
+        )
+    if not hasattr(params, "max_steps_in_episode"):
+        raise ValueError(
+            f"EnvConfig.name={name!r}: its params ({type(params).__name__}) have no "
+            "max_steps_in_episode, which bounds an evaluation episode; subclass gymnax's "
+            "environments.environment.EnvParams."
+        )
     _check_param_fields(name, params, param_fields)
     obs_space = env.observation_space(params)
     one_hot = isinstance(obs_space, spaces.Discrete)

@@ -1,11 +1,13 @@
-"""`make_env(name, num_envs)`: one seed's envs by name (gymnax, probe, `envpool:`), and the list
-of names (`list_envs`)."""
+"""`make_env(name, num_envs)`: one seed's envs by name (gymnax, probe, `envpool:`, one's own
+registered or imported gymnax env: `envs.custom`), and the list of names (`list_envs`)."""
 
 from __future__ import annotations
 
 from jaxrl_fast.config import AtariConfig
+from jaxrl_fast.envs import custom
 from jaxrl_fast.envs.base import Env
 from jaxrl_fast.envs.gymnax_env import (
+    adapt_gymnax,
     gymnax_continuous_envs,
     gymnax_discrete_envs,
     make_gymnax_env,
@@ -14,12 +16,14 @@ from jaxrl_fast.envs.probe import PROBE_ENVS, make_probe_env
 
 
 def list_envs(*, continuous: bool = False) -> list[str]:
-    """Return every env name `make_env` accepts: gymnax discrete-action envs, probes and, with
-    the `atari` extra installed, "envpool:<Game>-v5" Atari games; with `continuous`, only the
-    gymnax continuous-action envs (trained with `EnvConfig.discretise`)."""
+    """Return every env name `make_env` accepts: gymnax discrete-action envs, probes, names
+    registered in this process (`envs.register`) and, with the `atari` extra installed,
+    "envpool:<Game>-v5" Atari games; with `continuous`, only the gymnax continuous-action envs
+    (trained with `EnvConfig.discretise`). Import paths ("package.module:factory") are accepted
+    too but not listed."""
     if continuous:
         return gymnax_continuous_envs()
-    names = gymnax_discrete_envs() + list(PROBE_ENVS)
+    names = gymnax_discrete_envs() + list(PROBE_ENVS) + custom.registered_envs()
     try:
         from jaxrl_fast.envs.envpool_env import PREFIX, atari_games
 
@@ -43,8 +47,10 @@ def make_env(
     """Build a batched env by name.
 
     Args:
-      name: a gymnax id ("CartPole-v1", optionally "gymnax:CartPole-v1"), a probe env name, or
-        an envpool Atari game ("envpool:Pong-v5", the `atari` extra).
+      name: a gymnax id ("CartPole-v1", optionally "gymnax:CartPole-v1"), a probe env name, an
+        envpool Atari game ("envpool:Pong-v5", the `atari` extra), a name registered with
+        `envs.register`, or an import path "package.module:factory" of one's own gymnax env
+        (`envs.custom`).
       num_envs: parallel envs (for envpool: the whole pool).
       atari: Atari settings (envpool only).
       seed: envpool's seed (gymnax envs take their randomness from the keys given to them).
@@ -85,6 +91,16 @@ def make_env(
         raise ValueError(
             f"EnvConfig.observe={tuple(observe)} is for gymnax vector observations; {name} is "
             "not a gymnax env. Use observe=()."
+        )
+    own = custom.lookup(name)
+    if own is not None:
+        return adapt_gymnax(
+            *own,
+            name=name,
+            num_envs=num_envs,
+            discretise=discretise,
+            param_fields=param_fields,
+            observe=tuple(observe),
         )
     if name in PROBE_ENVS:
         return make_probe_env(name, num_envs)

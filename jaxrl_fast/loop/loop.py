@@ -29,7 +29,7 @@ real branches. Metrics are typed NamedTuples reduced on device per chunk.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -37,8 +37,6 @@ import jax.numpy as jnp
 from jaxrl_fast import precision as mp
 from jaxrl_fast.agent.dqn import Agent
 from jaxrl_fast.config import TrainConfig
-from jaxrl_fast.envs import Env
-from jaxrl_fast.envs.seeded import SeededEnv
 from jaxrl_fast.evaluate import make_evaluate
 from jaxrl_fast.hparams import HParams, Kinds, hparams_of, kinds_of
 from jaxrl_fast.loop import extensions as builtin
@@ -205,7 +203,7 @@ def _make_iteration(parts: LoopParts, hooks: Hooks) -> Callable:
 def make_train(
     run: ResolvedRun | TrainConfig,
     *,
-    env: Env | SeededEnv | None = None,
+    env: Any = None,
     kinds: Kinds | None = None,
     extensions: Sequence[Callable] = (),
 ) -> TrainFns:
@@ -214,7 +212,8 @@ def make_train(
     Args:
       run: a `ResolvedRun` (`resolve.resolve`), or a `TrainConfig` to resolve for the first
         local device.
-      env: with a `TrainConfig`, an env to train on instead of `config.env.name`.
+      env: with a `TrainConfig`, an env to train on instead of `config.env.name` (what
+        `resolve.resolve` takes: one's own gymnax `Environment` too).
       kinds: the schedule kinds and clipping the seeds' `HParams` (an argument of `init`) may
         use (`hparams.kinds_of`, a sweep's); default: the config's own.
       extensions: builders of loop extensions to add after the library's
