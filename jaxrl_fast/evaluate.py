@@ -10,7 +10,7 @@ conventional baseline (`baseline/`) evaluate with this same function.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -59,36 +59,64 @@ def make_evaluate(
             config.env, num_seeds, num_envs=episodes, seed=config.seed + 1, evaluation=True
         )
     epsilon = jnp.float32(config.eval_epsilon)
-    max_steps = env.spec.max_episode_steps
     act = jax.vmap(agent.step, in_axes=(0, 0, 0, 0, None, None))
 
     def evaluate(agents: AgentState, keys: PRNGKey, env_params: dict | None = None) -> Array:
         fp32 = mp.shared_fallback(agents.loss_scale)  # shared by the seeds, as in training
-        split = jax.vmap(jax.random.split)(keys)
-        keys, key_reset = split[:, 0], split[:, 1]
-        if env_params is None:
-            env_state, obs = env.reset(key_reset)
-        else:  # each seed's env parameters, {field: [S]} (envs.variation)
-            env_state, obs = env.reset_with(key_reset, env_params)
-        total = jnp.zeros(obs.shape[:2], jnp.float32)  # [S, episodes]
-
-        def running(carry) -> Array:
-            t, _, _, _, finished, _, _ = carry
-            return jnp.logical_and(t <= max_steps, ~jnp.all(finished))
-
-        def step(carry):
-            t, env_state, obs, total, finished, keys, state = carry
-            split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
-            keys, key_act, key_env = split[:, 0], split[:, 1], split[:, 2]
-            action, state = act(agents, key_act, obs, state, epsilon, fp32)
-            env_state, obs, reward, done, _ = env.step(key_env, env_state, action)
-            total = total + jnp.where(finished, 0.0, reward)
-            return t + 1, env_state, obs, total, finished | done, keys, state
-
-        # a recurrent agent's state, from the episodes' start (each env plays one episode)
-        state = jax.vmap(lambda o: agent.initial_carry(o.shape[0]))(obs)
-        start = (jnp.zeros((), jnp.int32), env_state, obs, total, total > 0, keys, state)
-        total = jax.lax.while_loop(running, step, start)[3]
+        total = play_episodes(
+            env,
+            lambda key_act, obs, state: act(agents, key_act, obs, state, epsilon, fp32),
+            agent.initial_carry,
+            keys,
+            env_params,
+        )
         return jnp.mean(total, axis=1)
 
     return evaluate
+
+
+def play_episodes(
+    env: SeededEnv,
+    act: Callable[[PRNGKey, Array, Any], tuple[Array, Any]],
+    initial_carry: Callable[[int], Any],
+    keys: PRNGKey,
+    env_params: dict | None = None,
+) -> Array:
+    """Play one episode in each of the `[S, E]` envs of `env` and return their `[S, E]` float32
+    returns: until every episode has ended or `max_episode_steps` steps have passed, each
+    episode's rewards counted up to its end.
+
+    Args:
+      env: the envs (`E` per seed).
+      act: `(keys [S], obs [S, E, ...], state) -> (actions [S, E], state)`, the seeds' policy;
+        `state` is a recurrent policy's carry (`()` for a feed-forward one).
+      initial_carry: `E -> ` one seed's carry at the episodes' start.
+      keys: `[S]` typed keys.
+      env_params: each seed's varying env parameters ({field: [S]}, `envs.variation`).
+    """
+    max_steps = env.spec.max_episode_steps
+    split = jax.vmap(jax.random.split)(keys)
+    keys, key_reset = split[:, 0], split[:, 1]
+    if env_params is None:
+        env_state, obs = env.reset(key_reset)
+    else:  # each seed's env parameters, {field: [S]} (envs.variation)
+        env_state, obs = env.reset_with(key_reset, env_params)
+    total = jnp.zeros(obs.shape[:2], jnp.float32)  # [S, episodes]
+
+    def running(carry) -> Array:
+        t, _, _, _, finished, _, _ = carry
+        return jnp.logical_and(t <= max_steps, ~jnp.all(finished))
+
+    def step(carry):
+        t, env_state, obs, total, finished, keys, state = carry
+        split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
+        keys, key_act, key_env = split[:, 0], split[:, 1], split[:, 2]
+        action, state = act(key_act, obs, state)
+        env_state, obs, reward, done, _ = env.step(key_env, env_state, action)
+        total = total + jnp.where(finished, 0.0, reward)
+        return t + 1, env_state, obs, total, finished | done, keys, state
+
+    # a recurrent agent's state, from the episodes' start (each env plays one episode)
+    state = jax.vmap(lambda o: initial_carry(o.shape[0]))(obs)
+    start = (jnp.zeros((), jnp.int32), env_state, obs, total, total > 0, keys, state)
+    return jax.lax.while_loop(running, step, start)[3]

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import numpy as np
 
 from jaxrl_fast.config import TrainConfig, parse_variants
+from jaxrl_fast.envs import EnvSpec
 from jaxrl_fast.loop import RunnerState
+from jaxrl_fast.policy import Policy, from_params
 
 
 @dataclasses.dataclass
@@ -36,6 +39,7 @@ class TrainResult:
       precision: the precision policy the run used, in words (`PrecisionPolicy.describe`).
       fp32_fallback_env_steps: env steps (per seed) at the end of the chunk in which the compute
         switched to fp32, or None if it never did.
+      spec: the training env's spec (what `policy` acts on).
     """
 
     config: TrainConfig
@@ -52,6 +56,32 @@ class TrainResult:
     num_devices: int = 1
     precision: str = ""
     fp32_fallback_env_steps: int | None = None
+    spec: EnvSpec | None = None
+
+    def policy(self, seed: int = 0) -> Policy:
+        """Seed `seed`'s greedy policy: `act(obs)`, `save(path)`, `Policy.load(path)`
+        (`jaxrl_fast.policy`). With data replicas, their parameters are equal (averaged); the
+        first replica's are taken.
+
+        Raises:
+          ValueError: `seed` is not in `range(config.num_seeds)`.
+        """
+        n = self.config.num_seeds
+        if not isinstance(seed, int) or not 0 <= seed < n:
+            raise ValueError(
+                f"TrainResult.policy: seed={seed!r} is not allowed; expected an int in "
+                f"[0, {n}) (config.num_seeds={n})."
+            )
+        spec = self.spec
+        if spec is None:  # a result made by hand: the config's env
+            from jaxrl_fast.envs import make_env
+
+            e = self.config.env
+            spec = make_env(
+                e.name, e.num_envs, atari=e.atari, discretise=e.discretise, observe=e.observe
+            ).spec
+        params = jax.tree.map(lambda x: x[seed], self.runner.seeds.agent.params)
+        return from_params(params, self.config.network, spec, self.config.env)
 
     @property
     def env_steps_per_s(self) -> float:

@@ -381,4 +381,5 @@ def _run(
         num_devices=compiled.num_devices,
         precision=fns.run.precision.describe(),
         fp32_fallback_env_steps=log.fallback_at,
+        spec=fns.run.env.spec,
     )

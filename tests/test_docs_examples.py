@@ -188,6 +188,20 @@ def _make_recorded_demos(args: list[str], cwd: pathlib.Path) -> None:
     demos.record(teacher, cwd / source, steps=MAX_STEPS, epsilon=0.01)
 
 
+def _make_run_for(args: list[str], cwd: pathlib.Path) -> None:
+    """A command that reads a run directory (`export`) or a policy file (`evaluate`): make one
+    first from a tiny run of the default preset, as the guide's earlier commands do."""
+    if args[0] not in ("export", "evaluate"):
+        return
+    run = args[1] if args[0] == "export" else "run-for-evaluate"
+    train = ["train", "--run-dir", run, "--no-progress", "--no-cache"]
+    code, text = _run_cli([*train, *tiny_options(["train"])], cwd)
+    assert code == 0, text[-3000:]
+    if args[0] == "evaluate":
+        code, text = _run_cli(["export", run, "--out", args[1]], cwd)
+        assert code == 0, text[-3000:]
+
+
 def _run_cli(argv: list[str], cwd: pathlib.Path) -> tuple[int, str]:
     from jaxrl_fast.cli import main
 
@@ -211,6 +225,7 @@ def test_shell_example_runs(name, index, argv, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))  # the `jaxrl-fast` command's current directory
     args = argv[1:]
     _make_recorded_demos(args, tmp_path)
+    _make_run_for(args, tmp_path)
     if args[0] in ("train", "sweep"):
         args = [*args, *tiny_options(args), "--no-progress", "--no-cache"]
     elif args[0] == "launch":  # the command after `--` is a train command
@@ -227,8 +242,9 @@ def test_shell_example_runs(name, index, argv, tmp_path, monkeypatch):
     else:
         code, text = _run_cli(args, tmp_path)
     assert code == 0, f"{name}: {' '.join(argv)}\n{text[-3000:]}"
-    if "--out" in args:  # a train or sweep command's files
-        assert any((tmp_path / args[args.index("--out") + 1]).iterdir())
+    if "--out" in args:  # a train or sweep command's files, or export's file
+        out = tmp_path / args[args.index("--out") + 1]
+        assert out.stat().st_size > 0 if out.is_file() else any(out.iterdir())
 
 
 @pytest.mark.parametrize(

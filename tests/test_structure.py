@@ -40,6 +40,7 @@ LAYERS = {
         "xla_report",
         "baseline",
         "compress",
+        "policy",
     },  # fmt: skip
     4: {"cli", "cli_sweep"},
 }

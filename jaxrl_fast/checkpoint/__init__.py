@@ -36,9 +36,18 @@ barrier.
 
 from jaxrl_fast.checkpoint.crc import checksums, crc32, local_crc32, process_checksums
 from jaxrl_fast.checkpoint.policy import UNREADABLE_SUFFIX, Checkpointer
-from jaxrl_fast.checkpoint.store import TMP_SUFFIX, device_count, latest, manager, restore, save
+from jaxrl_fast.checkpoint.store import (
+    TMP_SUFFIX,
+    device_count,
+    latest,
+    manager,
+    read_state,
+    restore,
+    save,
+)
 
 __all__ = [
+    "read_state",
     "TMP_SUFFIX",
     "UNREADABLE_SUFFIX",
     "Checkpointer",

@@ -4,6 +4,7 @@ and what a failed save leaves behind (see the package docstring for the guarante
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import re
 import shutil
@@ -283,3 +284,70 @@ def _restore_global(mngr, step: int, like: Any) -> tuple[Any, dict]:
             value = wrap(value)
         placed.append(value)
     return jax.tree.unflatten(treedef, placed), record
+
+
+def read_state(directory: str, like: Any, step: int | None = None) -> tuple[Any, dict, int]:
+    """A checkpoint's state as host (numpy) arrays, outside a run: for reading a run's weights
+    on any device count (`jaxrl-fast export`). Nothing in `directory` is changed.
+
+    Args:
+      directory: a run's `checkpoints/` directory.
+      like: the state's structure, abstract (`jax.eval_shape` of `init`); PRNG keys are read as
+        their key data.
+      step: the checkpoint to read (default: the newest).
+
+    Returns:
+      `(state, record, step)`: `state` in `like`'s structure with numpy leaves, checked against
+      the record's CRC-32s.
+
+    Raises:
+      ValueError: no checkpoint (or not `step`) in `directory`, or a leaf that does not match
+        its CRC-32; orbax's own errors for unreadable files.
+    """
+    import orbax.checkpoint as ocp
+
+    where = os.path.abspath(directory)
+    steps = sorted(
+        int(name) for name in (os.listdir(where) if os.path.isdir(where) else ()) if name.isdigit()
+    )
+    if not steps or (step is not None and step not in steps):
+        have = ", ".join(map(str, steps)) or "none"
+        which = "no checkpoints" if step is None else f"no checkpoint {step} (has: {have})"
+        raise ValueError(f"{where}: {which}.")
+    step = steps[-1] if step is None else step
+    data = jax.tree.map(lambda x: jax.eval_shape(jax.random.key_data, x) if _is_key(x) else x, like)
+    target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), data)
+    restore_args = jax.tree.map(
+        lambda x: ocp.RestoreArgs(restore_type=np.ndarray, dtype=x.dtype), data
+    )
+    handlers = {"state": ocp.PyTreeCheckpointHandler(), "record": ocp.JsonCheckpointHandler()}
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.ERROR)  # orbax warns that a read-only manager is read-only
+    try:
+        with ocp.CheckpointManager(
+            where,
+            options=ocp.CheckpointManagerOptions(read_only=True, enable_async_checkpointing=False),
+            item_handlers=handlers,
+        ) as mngr:
+            out = mngr.restore(
+                step,
+                args=ocp.args.Composite(
+                    state=ocp.args.PyTreeRestore(target, restore_args=restore_args),
+                    record=ocp.args.JsonRestore(),
+                ),
+            )
+    finally:
+        absl.setLevel(level)
+    record = dict(out["record"])
+    saved = record.get("checksums") or {}
+    values = []
+    for path, value in jax.tree_util.tree_leaves_with_path(out["state"]):
+        name = jax.tree_util.keystr(path)
+        if saved.get(name) is not None and saved[name] != crc32(value):
+            raise ValueError(
+                f"checkpoint {step}: leaf {name} does not match the CRC-32 saved with it (a "
+                f"damaged array file)."
+            )
+        values.append(value)
+    return jax.tree.unflatten(jax.tree.structure(data), values), record, step

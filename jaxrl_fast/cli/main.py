@@ -331,6 +331,7 @@ def make_parser() -> argparse.ArgumentParser:
     m.add_argument("--json", action="store_true", help="print the plan as JSON")
     m.set_defaults(func=_plan)
     from jaxrl_fast import plot, xla_report
+    from jaxrl_fast.cli import policy as cli_policy
     from jaxrl_fast.cli import sweep as cli_sweep
 
     def _sweep_options(parser: argparse.ArgumentParser) -> None:
@@ -341,6 +342,7 @@ def make_parser() -> argparse.ArgumentParser:
     cli_sweep.add_parser(sub, _sweep_options)
     plot.add_parser(sub)
     xla_report.add_parser(sub)
+    cli_policy.add_parsers(sub)
     p = sub.add_parser("presets", help="list presets")
     p.set_defaults(func=_presets)
     e = sub.add_parser("envs", help="list env names")
