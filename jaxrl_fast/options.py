@@ -109,7 +109,13 @@ def parse_value(text: str, f: Field) -> Any:
             return False
     if _allows(f.type, tuple):
         inner = t.strip("[]()").strip()
-        return tuple(int(x) for x in inner.split(",") if x.strip()) if inner else ()
+        try:
+            return tuple(int(x) for x in inner.split(",") if x.strip()) if inner else ()
+        except ValueError:
+            raise ValueError(
+                f"{f.name}={text!r} is not allowed; expected comma-separated ints, e.g. 120,84 "
+                "(or () for none)."
+            ) from None
     if _allows(f.type, int):
         try:
             return int(t)

@@ -145,3 +145,54 @@ def make_schedules(config: TrainConfig, kinds: Kinds | None = None) -> Schedules
         collect_gamma=collect_gamma,
         update_gamma=update_gamma,
     )
+
+
+# The prefill may take at most this share of the budget before `budget_warnings` speaks up.
+MAX_PREFILL_SHARE = 0.5
+
+
+def budget_warnings(config: TrainConfig) -> list[str]:
+    """What a budget change (a shrunk preset, say) did to the schedules: the lines to warn
+    with, each naming the fields and a fix; [] when nothing is off.
+
+    * Epsilon's decay ends inside the prefill (`learning_starts`), whose actions are uniform
+      anyway: training starts at the final epsilon.
+    * The prefill takes more than `MAX_PREFILL_SHARE` of `total_env_steps`.
+
+      >>> from jaxrl_fast import presets
+      >>> budget_warnings(presets.get("minatar-breakout").replace(total_env_steps=30_000))[0][:61]
+      'ScheduleConfig.epsilon_fraction=0.2 ends the decay of epsilon'
+    """
+    import math
+
+    s, total, prefill = config.schedule, config.total_env_steps, config.learning_starts
+    out = []
+    if s.epsilon_schedule == "linear":
+        ends = s.epsilon_fraction * total
+        what = f"ScheduleConfig.epsilon_fraction={s.epsilon_fraction:g}"
+    elif s.epsilon_factor < 1 and s.epsilon_end > 0 and s.epsilon_start > s.epsilon_end:
+        decays = math.ceil(math.log(s.epsilon_end / s.epsilon_start) / math.log(s.epsilon_factor))
+        ends = decays * s.epsilon_every
+        what = f"the factor schedule (epsilon_every={s.epsilon_every:,})"
+    else:
+        ends = None
+    if ends is not None and s.epsilon_start > s.epsilon_end and ends <= prefill:
+        need = prefill / s.epsilon_fraction if s.epsilon_schedule == "linear" else None
+        fix = (
+            f"total_env_steps >= {math.ceil(2 * need):,} (the decay then ends at twice the "
+            "prefill), a larger epsilon_fraction"
+            if need is not None
+            else "a smaller epsilon_every"
+        )
+        out.append(
+            f"{what} ends the decay of epsilon at env step {ends:,.0f}, inside the prefill "
+            f"(learning_starts={prefill:,}) of total_env_steps={total:,}: training starts at "
+            f"epsilon_end={s.epsilon_end:g}. Fix: {fix}, or a smaller learning_starts."
+        )
+    if prefill > MAX_PREFILL_SHARE * total:
+        out.append(
+            f"learning_starts={prefill:,} is {prefill / total:.0%} of total_env_steps={total:,}: "
+            f"most of the budget fills the replay with random actions. Fix: total_env_steps >= "
+            f"{math.ceil(prefill / MAX_PREFILL_SHARE):,}, or a smaller learning_starts."
+        )
+    return out

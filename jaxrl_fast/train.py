@@ -26,6 +26,7 @@ from jaxrl_fast.metrics import MetricsWriter
 from jaxrl_fast.programs import Compiled, Evaluator, compile_programs
 from jaxrl_fast.resolve import ResolvedRun, bind_env, resolve
 from jaxrl_fast.result import TrainResult
+from jaxrl_fast.schedules import budget_warnings
 from jaxrl_fast.sweep import SweepPlan, SweepResult
 from jaxrl_fast.sweep import plan as sweep_plan
 
@@ -113,6 +114,8 @@ def train(
     devices = list(devices)
     run = config if isinstance(config, ResolvedRun) else resolve(config, env=env, device=devices[0])
     _warn_if_few_chunks(run.config)
+    for line in budget_warnings(run.config):  # a shrunk preset's schedules, before compiling
+        warnings.warn(line, UserWarning, stacklevel=2)
     progress = progress and parallel.is_main()
     if run_dir is None and resume:
         raise ValueError("resume=True needs run_dir: the directory of the run to continue.")

@@ -85,7 +85,8 @@ def test_a_run_directorys_config_json_is_a_config_file(capsys, tmp_path):
          r"mean dqn\.learning_rate\?"),
         (["--set", "dqn.gamma"], r"--set 'dqn.gamma': expected FIELD=VALUE"),
         (["--set", "dqn.gamma=abc"], r"DQNConfig\.gamma='abc' is not allowed"),
-        (["--network.hidden-sizes", "a,b"], r"invalid literal"),
+        (["--network.hidden-sizes", "a,b"], r"network\.hidden_sizes='a,b' is not allowed; "
+         r"expected comma-separated ints"),
         (["--config", "/nonexistent/x.json"], r"--config '/nonexistent/x\.json': No such file"),
     ],
 )  # fmt: skip

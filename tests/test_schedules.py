@@ -221,3 +221,44 @@ def test_only_the_kinds_present_are_traced():
     assert float(both.learning_rate(100, hp)) == pytest.approx(5e-4)
     no_phases = make_schedules(cfg)
     assert float(no_phases.gamma(0.9)) == pytest.approx(0.9)
+
+
+def test_a_shrunk_preset_gets_a_warning_that_names_the_fix():
+    from jaxrl_fast import presets
+    from jaxrl_fast.schedules import budget_warnings
+
+    assert not any(budget_warnings(presets.get(name)) for name in presets.names())
+    shrunk = presets.get("minatar-breakout").replace(total_env_steps=30_000)
+    (line,) = budget_warnings(shrunk)
+    assert "epsilon_fraction=0.2 ends the decay of epsilon at env step 6,000" in line
+    assert "learning_starts=10,000" in line and "total_env_steps >= 100,000" in line
+    assert budget_warnings(shrunk.replace(total_env_steps=100_000)) == []  # the fix works
+    long_prefill = shrunk.replace(total_env_steps=100_000, learning_starts=60_000)
+    lines = budget_warnings(long_prefill)
+    assert any("learning_starts=60,000 is 60% of total_env_steps=100,000" in x for x in lines)
+    assert any("total_env_steps >= 120,000" in x for x in lines)
+
+
+def test_the_factor_schedule_is_checked_too():
+    from jaxrl_fast.schedules import budget_warnings
+
+    cfg = tiny_config(
+        total_env_steps=8_080,
+        learning_starts=1_000,
+        num_chunks=1,
+        schedule={"epsilon_schedule": "factor", "epsilon_factor": 0.5, "epsilon_every": 100},
+    )
+    # 1.0 x 0.5^5 < 0.05 = epsilon_end: the floor at 5 x 100 = 500 env steps
+    (line,) = budget_warnings(cfg)
+    assert "epsilon at env step 500" in line and "smaller epsilon_every" in line
+    assert budget_warnings(cfg.replace(schedule={"epsilon_every": 400})) == []
+
+
+def test_train_warns_before_compiling():
+    from jaxrl_fast import train
+
+    with pytest.warns(UserWarning) as caught:
+        train(tiny_config(learning_starts=800, eval_episodes=0, num_chunks=1), progress=False)
+    said = [str(w.message) for w in caught]
+    assert any("learning_starts=800 is 91% of total_env_steps=880" in x for x in said)
+    assert any("ends the decay of epsilon at env step 440, inside the prefill" in x for x in said)

@@ -52,5 +52,13 @@ def build_config(args: argparse.Namespace):
         for f in options.fields()
         if (text := getattr(args, FIELD_DEST + f.name, None)) is not None
     }
+    both = sorted(set(short) & set(given))
+    if both:  # e.g. --seeds 2 --num-seeds 3: which one was meant is not ours to guess
+        alias = aliases(TrainConfig)
+        said = "; ".join(
+            f"{alias[name]} {short[name]!r} and --{name.replace('_', '-')} {given[name]!r}"
+            for name in both
+        )
+        raise ValueError(f"two options set the same field: {said}. Give one of each pair.")
     given.update(options.parse_set(args.set or []))
     return options.apply(config, given)

@@ -24,6 +24,7 @@ from typing import Sequence
 
 from jaxrl_fast import presets
 from jaxrl_fast.cli.config_args import FIELD_DEST, build_config
+from jaxrl_fast.cli.parser import Parser, negative_values
 from jaxrl_fast.paths import writable_dir
 
 
@@ -242,7 +243,7 @@ def _add_field_args(parser: argparse.ArgumentParser) -> None:
 
 def make_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the `jaxrl-fast` command."""
-    parser = argparse.ArgumentParser(prog="jaxrl-fast", description=__doc__.split("\n")[0])
+    parser = Parser(prog="jaxrl-fast", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train DQN agents in one compiled program")
     _add_run_args(t)
@@ -362,9 +363,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # ("--env my_envs:make_env") may name a module in the current directory
         sys.path.insert(0, os.getcwd())
     parser = make_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(negative_values(sys.argv[1:] if argv is None else argv))
     try:
         return args.func(args)
     except (ValueError, ImportError, OSError) as err:  # bad input, a missing extra, full disk
         print(f"jaxrl-fast: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, and how to go on
+        run_dir = getattr(args, "resume", None) or getattr(args, "run_dir", None)
+        hint = (
+            f"`jaxrl-fast train --resume {run_dir}` continues from its last checkpoint"
+            if run_dir
+            else "nothing was kept (with --run-dir DIR, checkpoints let --resume DIR continue)"
+        )
+        print(f"\njaxrl-fast: interrupted; {hint}", file=sys.stderr)
+        return 130
