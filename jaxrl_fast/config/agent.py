@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from jaxrl_fast.config.fields import Traced, is_int, is_num, knob, require
+from jaxrl_fast.config.fields import Traced, config_class, is_int, is_num, knob, require
 from jaxrl_fast.registry import LOSSES
 
 
@@ -16,6 +16,7 @@ def _inf_if_none(value: float | None, sections) -> tuple:
     return (np.float32(math.inf if value is None else value),)
 
 
+@config_class
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DQNConfig:
     """Q-learning settings.

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxrl_fast.config.fields import is_int, is_num, require
+from jaxrl_fast.config.fields import config_class, is_int, is_num, require
 
 
+@config_class
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DemoConfig:
     """Learning from demonstrations (DQfD, Hester et al. 2018): a fixed set of demonstration

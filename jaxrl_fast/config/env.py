@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxrl_fast.config.fields import is_int, is_num, knob, require
+from jaxrl_fast.config.fields import config_class, is_int, is_num, knob, require
 
 _ADVANCE = ("progress", "return")
 
@@ -43,6 +43,7 @@ def parse_variants(spec: str) -> list[dict[str, float]]:
     return variants
 
 
+@config_class
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CurriculumConfig:
     """A curriculum over one gymnax env parameter, advanced inside the compiled loop.
@@ -94,6 +95,7 @@ class CurriculumConfig:
         return self.param is not None
 
 
+@config_class
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AtariConfig:
     """The standard DQN Atari settings, applied to "envpool:" envs (Machado et al. 2018 names).
@@ -139,6 +141,7 @@ class AtariConfig:
         return self.max_episode_frames // self.frame_skip
 
 
+@config_class
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EnvConfig:
     """Environment settings.

@@ -112,3 +112,48 @@ def is_int(x: Any) -> bool:
 
 def is_num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def config_class(cls: type) -> type:
+    """Make a config dataclass's constructor take dicts for its part configs (as `replace`
+    does: `TrainConfig(dqn={"gamma": 0.9})`, `EnvConfig(atari={...})`) and name an unknown
+    field with the nearest known one, in the constructor and in `replace_fields` alike."""
+    import difflib
+    import functools
+
+    init = cls.__init__
+    names = [f.name for f in dataclasses.fields(cls)]
+    parts = {
+        f.name: f.default_factory
+        for f in dataclasses.fields(cls)
+        if isinstance(f.default_factory, type) and dataclasses.is_dataclass(f.default_factory)
+    }
+
+    @functools.wraps(init)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        for key in kwargs:
+            if key not in names:
+                close = difflib.get_close_matches(key, names, n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise TypeError(
+                    f"{cls.__name__} has no field {key!r}.{hint} Its fields: {', '.join(names)}."
+                )
+        for name, part in parts.items():
+            if isinstance(kwargs.get(name), dict):
+                kwargs[name] = replace_fields(part(), kwargs[name])
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    return cls
+
+
+def replace_fields(obj: Any, changes: dict[str, Any]) -> Any:
+    """`dataclasses.replace`, where a dict given for a part config changes that part's fields
+    (recursively); an unknown name is a `TypeError` naming the nearest known field."""
+    parts = {}
+    for name, value in changes.items():
+        current = getattr(obj, name, None)
+        if isinstance(value, dict) and dataclasses.is_dataclass(current):
+            value = replace_fields(current, value)
+        parts[name] = value
+    return dataclasses.replace(obj, **parts)

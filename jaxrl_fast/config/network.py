@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxrl_fast.config.fields import is_int, require
+from jaxrl_fast.config.fields import config_class, is_int, require
 from jaxrl_fast.registry import HEADS
 
 _NETWORKS = ("auto", "mlp", "cnn", "nature")
 _CONV_IMPLS = ("auto", "conv", "patches", "conv_patches_grad", "conv_canonical_grads")
 
 
+@config_class
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class NetworkConfig:
     """Q-network settings.

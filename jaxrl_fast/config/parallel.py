@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxrl_fast.config.fields import is_int, is_num, require
+from jaxrl_fast.config.fields import config_class, is_int, is_num, require
 
 _SYNCS = ("every_step", "every:K")
 _COMPRESSIONS = ("none", "onebit")
 
 
+@config_class
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ParallelConfig:
     """Data-parallel replicas of each seed (`jaxrl_fast.parallel`).

@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from jaxrl_fast.config.fields import is_int, is_num, knob, require
+from jaxrl_fast.config.fields import config_class, is_int, is_num, knob, require
 
 _COMPUTE = ("auto", "fp32", "bf16", "fp16")
 _MATMUL = ("default", "high", "highest")
 
 
+@config_class
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PrecisionConfig:
     """Mixed precision: the compute dtype, loss scaling and the fallback to fp32.

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxrl_fast.config.fields import is_int, is_num, knob, require
+from jaxrl_fast.config.fields import config_class, is_int, is_num, knob, require
 
 
+@config_class
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ReplayConfig:
     """Replay settings (DESIGN §4). Sizes count transitions (rows) across all envs of one seed.

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from jaxrl_fast.config.fields import Traced, is_int, is_num, knob, require
+from jaxrl_fast.config.fields import Traced, config_class, is_int, is_num, knob, require
 
 LR_SCHEDULES = ("constant", "linear", "cosine_restarts")
 EPSILON_SCHEDULES = ("linear", "factor")
@@ -67,6 +67,7 @@ def parse_gamma_schedule(text: object) -> list[tuple[float, float]] | None:
     return phases
 
 
+@config_class
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ScheduleConfig:
     """Exploration, learning-rate and discount schedules (`jaxrl_fast.schedules`).

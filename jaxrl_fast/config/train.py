@@ -9,7 +9,7 @@ from typing import Any
 from jaxrl_fast.config.agent import DQNConfig
 from jaxrl_fast.config.demo import DemoConfig
 from jaxrl_fast.config.env import EnvConfig
-from jaxrl_fast.config.fields import is_int, is_num, knob, require
+from jaxrl_fast.config.fields import config_class, is_int, is_num, knob, replace_fields, require
 from jaxrl_fast.config.network import NetworkConfig
 from jaxrl_fast.config.parallel import ParallelConfig
 from jaxrl_fast.config.precision import PrecisionConfig
@@ -22,6 +22,7 @@ _SEED_LOOPS = ("auto", "vmap", "map")
 PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 
 
+@config_class
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """A whole training run.
@@ -138,7 +139,10 @@ class TrainConfig:
             is_int(self.train_frequency)
             and self.train_frequency > 0
             and self.train_frequency % e == 0,
-            f"a positive multiple of env.num_envs={e} (env steps per block)",
+            f"a positive multiple of env.num_envs={e} (env steps per block); nearest valid: "
+            f"{_nearest_multiple(self.train_frequency, e, e)}. To change num_envs, "
+            f"config.with_num_envs({e}) moves every field that depends on it to its nearest "
+            "valid value",
         )
         require(
             self,
@@ -146,7 +150,8 @@ class TrainConfig:
             is_int(self.learning_starts)
             and self.learning_starts >= 2 * e
             and self.learning_starts % e == 0,
-            f"a multiple of env.num_envs={e} that is >= {2 * e}",
+            f"a multiple of env.num_envs={e} that is >= {2 * e}; nearest valid: "
+            f"{_nearest_multiple(self.learning_starts, e, 2 * e)}",
         )
         require(
             self,
@@ -325,29 +330,51 @@ class TrainConfig:
         return self.num_blocks * self.updates_per_block
 
     def replace(self, **changes: Any) -> TrainConfig:
-        """Return a copy with `changes`; part configs may be given as dicts of field changes.
+        """Return a copy with `changes`; part configs may be given as dicts of field changes
+        (as the constructor takes them). An unknown name is a `TypeError` naming the nearest
+        field.
 
         Examples:
           >>> cfg = TrainConfig().replace(replay={"batch_size": 32}, num_seeds=2)
           >>> cfg.replay.batch_size, cfg.num_seeds
           (32, 2)
         """
-        return _replace(self, changes)
+        return replace_fields(self, changes)
+
+    def with_num_envs(self, num_envs: int) -> TrainConfig:
+        """A copy with `env.num_envs=num_envs` and each field that must be a multiple of it
+        moved to its nearest valid value: `train_frequency`, `learning_starts`,
+        `total_env_steps` (whole blocks after the prefill), `replay.capacity` and
+        `dqn.target_period` (whole blocks).
+
+        Examples:
+          >>> cfg = TrainConfig().with_num_envs(7)
+          >>> cfg.train_frequency, cfg.learning_starts, cfg.total_env_steps
+          (7, 10003, 500003)
+        """
+        e = num_envs
+        tf = _nearest_multiple(self.train_frequency, e, e)
+        starts = _nearest_multiple(self.learning_starts, e, 2 * e)
+        total = starts + max(1, round((self.total_env_steps - starts) / tf)) * tf
+        changes: dict[str, Any] = dict(train_frequency=tf, learning_starts=starts)
+        changes["total_env_steps"] = total
+        changes["dqn"] = {"target_period": _nearest_multiple(self.dqn.target_period, tf, tf)}
+        if isinstance(self.replay.capacity, int):
+            changes["replay"] = {"capacity": _nearest_multiple(self.replay.capacity, e, 2 * e)}
+        if self.num_chunks is not None and ((total - starts) // tf) % self.num_chunks:
+            changes["num_chunks"] = None  # the automatic chunking
+        return self.replace(env={"num_envs": e}, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as plain JSON-ready data."""
         return dataclasses.asdict(self)
 
 
-def _replace(obj: Any, changes: dict[str, Any]) -> Any:
-    """`dataclasses.replace`, where a dict given for a dataclass field changes its fields."""
-    parts = {}
-    for name, value in changes.items():
-        current = getattr(obj, name, None)  # unknown names: dataclasses.replace raises
-        if isinstance(value, dict) and dataclasses.is_dataclass(current):
-            value = _replace(current, value)
-        parts[name] = value
-    return dataclasses.replace(obj, **parts)
+def _nearest_multiple(value: Any, of: int, least: int) -> int:
+    """The multiple of `of` nearest `value` (a number; else `least`), and at least `least`."""
+    if not is_num(value):
+        return least
+    return max(least, round(value / of) * of)
 
 
 def _divisor_near(n: int, target: int) -> int:
