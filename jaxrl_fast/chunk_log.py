@@ -63,6 +63,7 @@ class ChunkLog:
         self.fallback_at: int | None = None
         self.last_eval: float | None = None  # mean over seeds of the latest evaluation
         self._counters: dict | None = None
+        self.resumed_env_steps = 0  # env steps per seed done before a resume (rates skip them)
 
     def resume_counters(self, counters: dict) -> None:
         """Start from the replay counters of a restored checkpoint (so the first chunk after
@@ -103,7 +104,8 @@ class ChunkLog:
 
     def _show(self, m: ChunkMetrics, env_steps: int, elapsed: float) -> None:
         rets = np.asarray(m.episode_return)
-        sps = self.config.num_lanes * env_steps / max(elapsed, 1e-9)
+        ran = env_steps - self.resumed_env_steps  # a resumed run: the steps this call ran
+        sps = self.config.num_lanes * ran / max(elapsed, 1e-9)
         mean_ret = float(np.nanmean(rets)) if np.isfinite(rets).any() else float("nan")
         text = f"env-steps/s={sps:,.0f} return={mean_ret:.1f}"
         if self.last_eval is not None:

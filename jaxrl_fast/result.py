@@ -40,6 +40,11 @@ class TrainResult:
       fp32_fallback_env_steps: env steps (per seed) at the end of the chunk in which the compute
         switched to fp32, or None if it never did.
       spec: the training env's spec (what `policy` acts on).
+      resumed_env_steps: env steps per seed already done when this call resumed the run (0: it
+        started the run); the rates count only the steps this call ran.
+      resumed_chunks: chunks already done when this call resumed the run.
+      evaluations: evaluations this call made (during training with `eval_every`, and the
+        final one); their time is in `run_time_s` except the final wait, `eval_time_s`.
     """
 
     config: TrainConfig
@@ -57,6 +62,9 @@ class TrainResult:
     precision: str = ""
     fp32_fallback_env_steps: int | None = None
     spec: EnvSpec | None = None
+    resumed_env_steps: int = 0
+    resumed_chunks: int = 0
+    evaluations: int = 0
 
     def policy(self, seed: int = 0) -> Policy:
         """Seed `seed`'s greedy policy: `act(obs)`, `save(path)`, `Policy.load(path)`
@@ -84,16 +92,30 @@ class TrainResult:
         return from_params(params, self.config.network, spec, self.config.env)
 
     @property
+    def env_steps_run(self) -> int:
+        """Env steps per seed that this call ran (after a resume: since the checkpoint)."""
+        return self.env_steps - self.resumed_env_steps
+
+    @property
     def env_steps_per_s(self) -> float:
-        """Aggregate env steps per second over all seeds and data replicas, compile excluded."""
-        return self.config.num_lanes * self.env_steps / max(self.run_time_s, 1e-9)
+        """Aggregate env steps per second over all seeds and data replicas that this call ran,
+        compile excluded; NaN when it ran none (a resumed run that had finished)."""
+        if self.env_steps_run == 0:
+            return float("nan")
+        return self.config.num_lanes * self.env_steps_run / max(self.run_time_s, 1e-9)
 
     @property
     def train_env_steps_per_s(self) -> float:
         """Aggregate env steps per second of the training phase: the chunks after the first (which
-        holds the prefill); with one chunk, its training steps over the whole run."""
+        holds the prefill); with one chunk, its training steps over the whole run; after a
+        resume, the chunks this call ran (all after the prefill); NaN when it ran none."""
         c = self.config
         steps_per_chunk = c.blocks_per_chunk * c.train_frequency
+        if self.resumed_chunks:
+            ran = c.chunks - self.resumed_chunks
+            if ran == 0:
+                return float("nan")
+            return c.num_lanes * steps_per_chunk * ran / max(self.run_time_s, 1e-9)
         if c.chunks == 1:
             return c.num_lanes * steps_per_chunk / max(self.run_time_s, 1e-9)
         steps = c.num_lanes * steps_per_chunk * (c.chunks - 1)
@@ -121,8 +143,11 @@ class TrainResult:
             "compile_time_s": self.compile_time_s,
             "run_time_s": self.run_time_s,
             "eval_time_s": self.eval_time_s,
-            "env_steps_per_s": self.env_steps_per_s,
-            "train_env_steps_per_s": self.train_env_steps_per_s,
+            "env_steps_run": self.env_steps_run,
+            "resumed_env_steps": self.resumed_env_steps,
+            "evaluations": self.evaluations,
+            "env_steps_per_s": _num(self.env_steps_per_s),
+            "train_env_steps_per_s": _num(self.train_env_steps_per_s),
             "precision": self.precision,
             "fp32_fallback_env_steps": self.fp32_fallback_env_steps,
             "config": self.config.to_dict(),

@@ -185,6 +185,10 @@ class SweepPoint:
         return dataclasses.asdict(self)
 
 
+# Below this many seeds per point, the table marks a point's confidence interval.
+MIN_CI_SEEDS = 3
+
+
 def confidence_interval(values: Sequence[float]) -> tuple[float, float] | None:
     """The 95% confidence interval of the mean of `values` (Student's t); None for < 2.
 
@@ -258,12 +262,22 @@ class SweepResult:
         """A Markdown table: one row per point (values, mean, 95% CI, per-seed returns)."""
         head = [*self.plan.fields, "mean final return", "95% CI", "per seed"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        few = False
         for p in self.points:
             ci = "-" if p.ci95 is None else f"{p.ci95[0]:.1f} .. {p.ci95[1]:.1f}"
+            n = sum(r is not None for r in p.final_returns)
+            if p.ci95 is not None and n < MIN_CI_SEEDS:
+                ci, few = f"{ci} (n={n})*", True
             mean = "-" if p.mean is None else f"{p.mean:.1f}"
             seeds = ", ".join("-" if r is None else f"{r:.1f}" for r in p.final_returns)
             vals = [_fmt(p.values[f]) for f in self.plan.fields]
             lines.append("| " + " | ".join([*vals, mean, ci, seeds]) + " |")
+        if few:
+            lines += [
+                "",
+                f"\\* fewer than {MIN_CI_SEEDS} seeds: a t-interval over so few returns is very "
+                f"wide and says little; use seeds_per_point >= {MIN_CI_SEEDS} to compare points.",
+            ]
         return "\n".join(lines)
 
     def write(self, directory: str | os.PathLike) -> list[str]:

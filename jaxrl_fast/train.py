@@ -308,7 +308,7 @@ def _run(
             bar.write(line)
     log = ChunkLog(fns, bar, on_chunk, t)
     steps_per_chunk = config.blocks_per_chunk * config.train_frequency
-    env_steps, pending, start = config.learning_starts, None, 0
+    env_steps, pending, start, evaluations = config.learning_starts, None, 0, 0
     restored = None if saver is None else saver.restore_latest(runner)
     if restored is not None:
         fresh, (runner, record, start) = runner, restored
@@ -334,6 +334,7 @@ def _run(
                 f"resumed from the checkpoint after {start} of {config.chunks} chunks "
                 f"({env_steps:,} env steps per seed)"
             )
+    resumed_env_steps = log.resumed_env_steps = env_steps if restored is not None else 0
     # Dispatch chunk k+1 before reading chunk k's metrics, so the device never waits on the host
     # (except after a chunk that is checkpointed: the next chunk donates the saved buffers).
     # An evaluation is dispatched after the chunk it evaluates and before the next one, which
@@ -345,6 +346,7 @@ def _run(
         due = _eval_due(config, env_steps, env_steps + steps_per_chunk)
         env_steps += steps_per_chunk
         evaluation = evaluator(runner) if due else None
+        evaluations += due and config.eval_episodes > 0
         if chunk + 1 == config.chunks:
             final = evaluation
         if pending is not None:
@@ -362,7 +364,8 @@ def _run(
         log.record(*pending)
     jax.block_until_ready(runner)
     run_time = time.perf_counter() - t
-    first_chunk_time = log.history[0]["elapsed_s"]
+    # the first chunk this call ran (a resumed run's first chunk ran in another process)
+    first_chunk_time = log.history[start]["elapsed_s"] if start < config.chunks else run_time
     bar.close()
 
     t, waited = time.perf_counter(), evaluator.compile_wait_s
@@ -385,4 +388,7 @@ def _run(
         precision=fns.run.precision.describe(),
         fp32_fallback_env_steps=log.fallback_at,
         spec=fns.run.env.spec,
+        resumed_env_steps=resumed_env_steps,
+        resumed_chunks=start,
+        evaluations=evaluations + (final is None and config.eval_episodes > 0),
     )

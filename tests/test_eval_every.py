@@ -27,6 +27,7 @@ def test_chunks_reaching_a_multiple_and_the_last_are_evaluated(runs):
     evaluated, _, _ = runs
     got = [(h["env_steps"], "eval_return" in h) for h in evaluated.history]
     assert got == [(280, False), (480, True), (680, False), (880, True)]
+    assert evaluated.evaluations == 2  # counted, though their time is inside run_time_s
     for h in evaluated.history:
         if "eval_return" in h:
             assert len(h["eval_return"]) == 2 and np.all(np.isfinite(h["eval_return"]))

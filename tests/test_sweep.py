@@ -151,7 +151,21 @@ def test_sweep_result_points_and_files(lr_sweep, tmp_path):
         {"dqn.learning_rate": 1e-3},
         {"dqn.learning_rate": 3e-3},
     ]
-    assert "| dqn.learning_rate | mean final return |" in (tmp_path / "sweep.md").read_text()
+    table = (tmp_path / "sweep.md").read_text()
+    assert "| dqn.learning_rate | mean final return |" in table
+    # 2 seeds per point: each interval is marked, with the caveat under the table
+    assert table.count(" (n=2)*") == 2 and "fewer than 3 seeds" in table
+
+
+def test_three_seeds_per_point_are_not_marked():
+    plan = sweep.plan(tiny_config(), {"dqn.gamma": [0.9, 0.8]}, seeds_per_point=3)
+    points = [
+        sweep.SweepPoint({"dqn.gamma": g}, [3 * i, 3 * i + 1, 3 * i + 2], [1.0, 2.0, 3.0], 2.0,
+                         sweep.confidence_interval([1.0, 2.0, 3.0]))
+        for i, g in enumerate([0.9, 0.8])
+    ]  # fmt: skip
+    table = sweep.SweepResult(plan, points, None).table()
+    assert "(n=" not in table and "fewer than" not in table and " .. " in table
 
 
 def test_confidence_interval_by_hand():

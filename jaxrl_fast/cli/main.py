@@ -89,12 +89,7 @@ def _train(args: argparse.Namespace) -> int:
         fin = "-" if s["final_return"] is None else f"{s['final_return']:.1f}"
         tr = "-" if s["train_return"] is None else f"{s['train_return']:.1f}"
         print(f"{s['seed_index']:>4}  {fin:>19}  {tr:>20}")
-    print(
-        f"env steps/seed {result.env_steps:,}  wall {result.wall_time_s:.1f}s  "
-        f"(compile {result.compile_time_s:.1f}s, run {result.run_time_s:.1f}s, "
-        f"eval {result.eval_time_s:.1f}s)  {result.env_steps_per_s:,.0f} env-steps/s over all seeds"
-        f" on {result.num_devices} device(s)"
-    )
+    print(timings_line(result))
     for v in summary.get("variants", []):
         fin = "-" if v["mean_final_return"] is None else f"{v['mean_final_return']:.1f}"
         params = ", ".join(f"{k}={x:g}" for k, x in v["params"].items())
@@ -152,6 +147,28 @@ def _plan(args: argparse.Namespace) -> int:
     result = sizing.plan(config, device_memory=memory)
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.render())
     return 0
+
+
+def timings_line(result) -> str:
+    """The run's figures in one line, each over what this call did (a resumed run: since its
+    checkpoint)."""
+    ran = result.env_steps_run
+    steps = f"env steps/seed {result.env_steps:,}"
+    if result.resumed_env_steps:
+        steps += f" ({ran:,} in this run, resumed after {result.resumed_env_steps:,})"
+    evals = result.evaluations
+    where = " (those during training inside run)" if evals > 1 else ""
+    timing = (
+        f"wall {result.wall_time_s:.1f}s  (compile {result.compile_time_s:.1f}s, run "
+        f"{result.run_time_s:.1f}s, final eval wait {result.eval_time_s:.1f}s; {evals} "
+        f"evaluation(s){where})"
+    )
+    rate = (
+        f"{result.env_steps_per_s:,.0f} env-steps/s over all seeds"
+        if ran
+        else "no env steps run (the run had finished)"
+    )
+    return f"{steps}  {timing}  {rate} on {result.num_devices} device(s)"
 
 
 def _presets(args: argparse.Namespace) -> int:

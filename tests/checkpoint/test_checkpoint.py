@@ -4,6 +4,7 @@ uninterrupted one does."""
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import jax
@@ -41,6 +42,13 @@ def test_resumed_run_ends_bitwise_where_the_uninterrupted_one_does(uninterrupted
     assert resumed.final_return.tolist() == full.final_return.tolist()
     assert [h["env_steps"] for h in resumed.history] == [280, 480, 680, 880]
     assert _rows(tmp_path) == _rows(full_path) == [(c, s) for c in range(4) for s in range(2)]
+    # its figures count what this call ran: 2 chunks (400 env steps per seed) after step 480
+    assert (resumed.resumed_env_steps, resumed.env_steps_run, resumed.env_steps) == (480, 400, 880)
+    lanes, run_s = cfg.num_lanes, resumed.run_time_s
+    assert resumed.env_steps_per_s == pytest.approx(lanes * 400 / run_s)
+    assert resumed.train_env_steps_per_s == pytest.approx(lanes * 400 / run_s)
+    assert full.env_steps_per_s == pytest.approx(lanes * 880 / full.run_time_s)
+    assert resumed.evaluations == full.evaluations == 1  # the final one
 
 
 @pytest.mark.slow
@@ -57,6 +65,12 @@ def test_resume_of_a_finished_run_only_evaluates(uninterrupted):
     assert _hashes(path) == before
     assert again.final_return.tolist() == full.final_return.tolist()
     assert len(again.history) == 4 and _rows(path) == [(c, s) for c in range(4) for s in range(2)]
+    assert again.env_steps_run == 0 and math.isnan(again.env_steps_per_s)
+    assert again.summary()["env_steps_per_s"] is None  # not a rate of 0 steps
+    from jaxrl_fast.cli.main import timings_line
+
+    assert "no env steps run (the run had finished)" in timings_line(again)
+    assert "1 evaluation(s)" in timings_line(again)
 
 
 @pytest.mark.slow
