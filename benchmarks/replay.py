@@ -22,7 +22,7 @@ apart with `lower().compile()`); host methods run a Python loop of `K` iteration
 iteration derives TD errors from the batch (reward, the mean of each observation and next
 observation, and the iteration number), so the priorities change every iteration: with fixed
 priorities XLA hoists the O(N) cumsum out of the loop and the flat sampler looks ~30x faster
-than it is (research/feasibility.md §6). The TD errors are summed into the loop's output, so
+than it is. The TD errors are summed into the loop's output, so
 no gather is dead code. Times are the median over repeats, after one warm-up call.
 
 The buffers are filled with random transitions through each library's own `add`. The host

@@ -1,4 +1,4 @@
-"""Mixed precision (DESIGN §2 `precision`): compute-dtype policy, loss scaling, fallback to fp32.
+"""Mixed precision (docs/mixed-precision.md): compute-dtype policy, loss scaling, fallback to fp32.
 
 Parameters, optimiser state and the update stay fp32 ("master weights"); only the network's
 forward and backward passes run in the policy's compute dtype, and Q-values and the loss are

@@ -65,3 +65,38 @@ def test_every_python_example_in_the_docs_parses_and_its_imports_exist():
                     assert hasattr(module, alias.name) or importlib.util.find_spec(
                         f"{node.module}.{alias.name}"
                     ), f"{name}: {node.module} has no {alias.name}"
+
+
+_ROOTS = ("jaxrl_fast/", "tests/", "benchmarks/", "docs/", "notebooks/", ".ci/", "../shared/")
+_PLACEHOLDER = re.compile(r"[\[\]{}<>*]|(^|/)[A-Z_]{3,}(/|$|\.)")
+
+
+def _cited_paths(text: str) -> list[str]:
+    """The repository paths a Markdown text cites in backticks: starting with a top-level
+    folder, or a guide's or notebook's file name (`presets.md`, `quickstart.ipynb`); a run's
+    files (`config.json`) and placeholders (`results/NAME.md`, `x[-quick].json`, `{json,md}`)
+    are not repository paths."""
+    out = []
+    for token in re.findall(r"`([^`\s]+)`", text):
+        token = token.split("::")[0].rstrip(".,:;")
+        if _PLACEHOLDER.search(token) or token.startswith(("http", "-", "$")):
+            continue
+        if token.startswith(_ROOTS) or re.fullmatch(r"[\w.-]+\.(md|ipynb)", token):
+            out.append(token)
+    return out
+
+
+def test_every_file_path_the_readme_and_docs_cite_exists():
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    missing, checked = [], 0
+    for doc in docs:
+        for path in _cited_paths(doc.read_text()):
+            checked += 1
+            places = [ROOT / path, doc.parent / path, ROOT / "benchmarks" / path]
+            if "/" not in path:  # a bare guide or notebook name: in the repository's folders
+                folders = ("docs", "notebooks", "benchmarks")
+                places += [p for d in folders for p in (ROOT / d).rglob(path)]
+            if not any(p.exists() for p in places):
+                missing.append(f"{doc.name}: {path}")
+    assert checked >= 50
+    assert not missing, missing

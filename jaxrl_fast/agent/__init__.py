@@ -1,4 +1,4 @@
-"""The learner's parts, each a module with a small interface (DESIGN §2, layer 1).
+"""The learner's parts, each a module with a small interface (layer 1 of the README's Layout).
 
 network      QNetwork: a torso, an optional LSTM core and a value head, one flax module
 torsos       MLP, MinAtar CNN, Nature CNN, LSTM core

@@ -172,7 +172,7 @@ def make_agent(
       clip: compile the global-norm clip (default: whether `hparams` clips).
 
     Functions computing Q-values take an optional shared `fp32` flag (`[]` bool; None: the
-    agent's own), so the switch stays a real branch under the seed vmap (DESIGN §3). Raises
+    agent's own), so the switch stays a real branch under the seed vmap. Raises
     ValueError for an unregistered loss or head, or parts that do not fit together.
     """
     precision = precision or mp.PrecisionPolicy()

@@ -119,8 +119,9 @@ def _launch(args: argparse.Namespace) -> int:
 
 
 def _source(args: argparse.Namespace) -> str:
-    if args.preset is None and args.resume is not None:
-        return f"the config of {args.resume}"
+    saved = None if args.resume is None else os.path.join(args.resume, "config.json")
+    if args.preset is None and saved is not None and os.path.exists(saved):
+        return f"the config of {args.resume}"  # as config_args.base_config reads it
     return f"{args.preset or presets.DEFAULT} preset"
 
 

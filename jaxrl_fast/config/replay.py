@@ -1,4 +1,5 @@
-"""Replay settings (DESIGN §4): L2 capacity, batch, n-step, prioritised replay, L3, sequences."""
+"""Replay settings: L2 capacity, batch, n-step, prioritised replay, L3, sequences
+(docs/replay-tiers.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from jaxrl_fast.config.fields import config_class, is_int, is_num, knob, require
 @config_class
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ReplayConfig:
-    """Replay settings (DESIGN §4). Sizes count transitions (rows) across all envs of one seed.
+    """Replay settings (docs/replay-tiers.md). Sizes count transitions (rows) across all envs of
+    one seed.
 
     Attributes:
       capacity: rows of the device ring buffer (L2), a multiple of `EnvConfig.num_envs`; or a

@@ -1,6 +1,6 @@
 """`SeededEnv`: reset and step the envs of all seeds at once, `[S, E]` in and out.
 
-This is the only place where the two kinds of env differ (DESIGN §1.3):
+This is the only place where the two kinds of env differ:
 
 - a pure env (gymnax, probes; `EnvSpec.seed_vmappable`) has one `Env` of `E` envs per seed,
   vmapped over the seeds: the state has a leading `[S]` axis (`state_axes = 0`);

@@ -1,4 +1,4 @@
-"""The fused loop (DESIGN §3): `make_train(config) -> TrainFns(init, run_chunk, evaluate)`, its
+"""The fused loop: `make_train(config) -> TrainFns(init, run_chunk, evaluate)`, its
 state types, and loop extensions (`Extension`, the library's in `loop.extensions`)."""
 
 from jaxrl_fast.loop.extension import Extension, Hooks

@@ -1,6 +1,6 @@
 """The fused training loop: `make_train(config) -> TrainFns(init, run_chunk, evaluate)`.
 
-The loop has its schedule in its shape (DESIGN §3), written once for every env kind, agent and
+The loop has its schedule in its shape, written once for every env kind, agent and
 extension:
 
     init      = reset envs, build agents and replay; block counter = -1 (prefill pending)

@@ -1,4 +1,4 @@
-"""Devices, replicas and processes (DESIGN §2, `parallel`).
+"""Devices, replicas and processes.
 
 - `mesh`: the `seed` x `data` device mesh, the specs of the program's state on it, placement;
 - `exchange`: what a seed's data replicas exchange and when (`Exchange`, from `ParallelConfig`);

@@ -4,8 +4,8 @@ Every function here runs inside the program that `jax.shard_map` runs per device
 `check_vma=False` (`mesh.shard_over_seeds`): there, `jax.grad` of a replicated parameter gives
 the local gradient, so `pmean` is the mean gradient. (Under shard_map's default `check_vma=True`
 the gradient of a replicated argument is already summed over the axis and "grad then pmean"
-returns `data` x the mean: ../shared/research/feasibility.md §5. `tests/test_data_parallel.py`
-checks the mean against gradients computed apart.)
+returns `data` x the mean, a trap that doubles every step on 2 replicas.
+`tests/parallel/test_data_parallel.py` checks the mean against gradients computed apart.)
 
 - sync "every_step", compression "none": gradients averaged in fp32 at every update, before
   clipping and Adam, so every replica applies the same step and the replicas stay bitwise equal;

@@ -1,5 +1,6 @@
 """Replay: L1 staging, L2 device ring (uniform or prioritised), L3 host/NVMe store, composed as
-one `Buffer` by `make_buffer` (DESIGN §4). Stored-row fields and bytes: `replay.layout`."""
+one `Buffer` by `make_buffer` (docs/replay-tiers.md). Stored-row fields and bytes:
+`replay.layout`."""
 
 from __future__ import annotations
 

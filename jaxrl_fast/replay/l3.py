@@ -1,6 +1,6 @@
 """The device side of the host tier (L3): its layout, state and counters, the `io_callback`s that
 spill L2 blocks to the host store and read rows back, and the mixing of those rows into sampled
-batches (DESIGN §4). The host side, `HostStore`, is `replay/spill.py`.
+batches (docs/replay-tiers.md). The host side, `HostStore`, is `replay/spill.py`.
 
 Per seed (vmapped by the loop), `mix` swaps the last `B3` rows of an L2 batch for rows that were
 prefetched from L3 (rows already evicted from L2), and `on_add` / `on_update` advance the counters.

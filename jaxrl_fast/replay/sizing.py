@@ -1,13 +1,13 @@
 """Replay sizing: resolve a memory-share capacity to L2 rows and plan each tier's memory.
 
-`ReplayConfig.capacity` may be a share of free device memory ("auto:0.3", or the presets
-"small" = 30%, "medium" = 50%, "large" = 70%; DESIGN §4). `resolve_capacity` turns it into the
-largest number of L2 rows that fits: per seed, the ring's rows (`layout.row_bytes` each, plus the
-PER sampler's priorities when prioritised) and the L1 staging window must fit in
-`share x free memory / num_seeds`. `plan` reports the bytes of every tier (the `jaxrl-fast plan`
-command prints it); `replay/fits.py` (`check_fits`) refuses, from the plan, a run whose replay
-cannot fit. Nothing here compiles: the env's observation shape comes from its spec. Every byte
-count comes from `replay/layout.py`.
+`ReplayConfig.capacity` may be a share of free device memory ("auto:0.3", or the presets "small" =
+30%, "medium" = 50%, "large" = 70%; docs/replay-memory-plan.md). `resolve_capacity` turns it into
+the largest number of L2 rows that fits: per seed, the ring's rows (`layout.row_bytes` each, plus
+the PER sampler's priorities when prioritised) and the L1 staging window must fit in `share x free
+memory / num_seeds`. `plan` reports the bytes of every tier (the `jaxrl-fast plan` command prints
+it); `replay/fits.py` (`check_fits`) refuses, from the plan, a run whose replay cannot fit. Nothing
+here compiles: the env's observation shape comes from its spec. Every byte count comes from
+`replay/layout.py`.
 
 Byte units follow SI for kB/MB/GB/TB (powers of 1000) and IEC for KiB/MiB/GiB/TiB (powers of
 1024), in `parse_bytes` and in the rendered plan.

@@ -1,5 +1,5 @@
 """The host side of L3: host RAM or memory-mapped files that the compiled loop reaches through
-`io_callback`s (DESIGN §4); the device side, which makes those calls, is `replay/l3.py`.
+`io_callback`s (docs/replay-tiers.md); the device side, which makes those calls, is `replay/l3.py`.
 
 Layout mirrors L2 (`replay/ring.py`): every field of `layout.stored_fields` is `[S, T3, E, ...]`
 (seeds, slots, envs);

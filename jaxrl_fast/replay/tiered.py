@@ -1,6 +1,6 @@
 """The composed replay buffer, composition only: L1 staging (`staging`) -> L2 device ring
 (`ring`), uniform or prioritised (`prioritised.make_per`) -> L3 host tier (`l3.make_l3`), as
-one `Buffer` (DESIGN §4); or, for a recurrent agent (`ReplayConfig.sequence_length`), the
+one `Buffer` (docs/replay-tiers.md); or, for a recurrent agent (`ReplayConfig.sequence_length`), the
 sequence buffer (`sequence`). The loop never knows which tiers are on.
 
 Per seed (vmapped by the loop): `add` stages a step and commits one `StoredRow` to L2 (PER

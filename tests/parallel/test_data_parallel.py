@@ -221,7 +221,7 @@ def two_devices():
 
 @pytest.mark.slow
 def test_mean_gradient_not_summed(two_devices):
-    """The feasibility §5 trap: a gradient summed over the replicas would give a ratio of 2."""
+    """The shard_map trap: a gradient summed over the replicas would give a ratio of 2."""
     assert two_devices["grad_ratio"] == pytest.approx(1.0, abs=1e-5)
     assert two_devices["grad_err"] < 1e-5
 
