@@ -329,10 +329,11 @@ def _run(
         if metrics is not None:
             metrics.keep_chunks_before(start)
         bar.update(env_steps)
-        if progress:
-            bar.write(
+        if parallel.is_main():  # with or without the progress bar: where the run goes on from
+            tqdm.tqdm.write(
                 f"resumed from the checkpoint after {start} of {config.chunks} chunks "
-                f"({env_steps:,} env steps per seed)"
+                f"({env_steps:,} env steps per seed): {saver.directory}/{start}",
+                file=sys.stderr,
             )
     resumed_env_steps = log.resumed_env_steps = env_steps if restored is not None else 0
     # Dispatch chunk k+1 before reading chunk k's metrics, so the device never waits on the host

@@ -37,7 +37,7 @@ def _check_resumed_run(ns, capsys):
     config, run_dir, result = ns["config"], ns["RUN_DIR"], ns["result"]
     out = capsys.readouterr()
     assert "runtime ended; on disk:" in out.out
-    assert "resumed from the checkpoint after 1 of 4 chunks (640 env steps per seed)" in out.out
+    assert "resumed from the checkpoint after 1 of 4 chunks (640 env steps per seed)" in out.err
     assert [h["chunk"] for h in result.history] == list(range(config.chunks))
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]

@@ -23,8 +23,9 @@ def _printed(capsys, *argv) -> dict:
 
 
 def test_help_lists_every_field_with_its_meaning_and_default():
+    # `--help-all` (make_parser(full_help=True)); `--help` names the field options only
     text = " ".join(
-        make_parser()._subparsers._group_actions[0].choices["train"].format_help().split()
+        make_parser(True)._subparsers._group_actions[0].choices["train"].format_help().split()
     )
     for f in options.fields():
         assert f.option in text, f.name

@@ -78,6 +78,11 @@ class Checkpointer:
         self.load_host_state: Callable[[dict, Any], None] | None = None
 
     @property
+    def directory(self) -> str:
+        """The checkpoints' directory."""
+        return os.fspath(self._where)
+
+    @property
     def manager(self):
         """The orbax manager, made on first use (so that a refused run creates nothing)."""
         if self._manager is None:

@@ -23,8 +23,8 @@ import sys
 from typing import Sequence
 
 from jaxrl_fast import presets
-from jaxrl_fast.cli.config_args import FIELD_DEST, build_config
-from jaxrl_fast.cli.parser import Parser, negative_values
+from jaxrl_fast.cli.config_args import build_config
+from jaxrl_fast.cli.parser import Parser, add_field_args, add_help_all, negative_values
 from jaxrl_fast.paths import writable_dir
 
 
@@ -237,30 +237,9 @@ def _add_replay_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_field_args(parser: argparse.ArgumentParser) -> None:
-    """Add one option per config field (`jaxrl_fast.options`), grouped by part."""
-    from jaxrl_fast import options
-
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for f in options.fields():
-        part = f.name.rsplit(".", 1)[0] if "." in f.name else "run"
-        if part not in groups:
-            title = "TrainConfig" if part == "run" else f"TrainConfig.{part}"
-            groups[part] = parser.add_argument_group(
-                f"{title} fields",
-                "override the preset, --config and the short options above; defaults are the "
-                "dataclass's (a preset may set others: --print-config shows the resolved run)",
-            )
-        groups[part].add_argument(
-            f.option,
-            dest=FIELD_DEST + f.name,
-            metavar=options.metavar(f),
-            help=options.help_text(f),
-        )
-
-
-def make_parser() -> argparse.ArgumentParser:
-    """Return the argument parser of the `jaxrl-fast` command."""
+def make_parser(full_help: bool = False) -> argparse.ArgumentParser:
+    """Return the argument parser of the `jaxrl-fast` command (`full_help`: every config
+    field's help line, `--help-all`)."""
     parser = Parser(prog="jaxrl-fast", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train DQN agents in one compiled program")
@@ -322,7 +301,8 @@ def make_parser() -> argparse.ArgumentParser:
         "default ~/.cache/jaxrl_fast/xla)",
     )
     _add_replay_args(t)
-    _add_field_args(t)
+    add_field_args(t, full_help)
+    add_help_all(t)
     t.set_defaults(func=_train)
     la = sub.add_parser(
         "launch",
@@ -356,7 +336,8 @@ def make_parser() -> argparse.ArgumentParser:
     def _sweep_options(parser: argparse.ArgumentParser) -> None:
         _add_run_args(parser)
         _add_replay_args(parser)
-        _add_field_args(parser)
+        add_field_args(parser, full_help)
+        add_help_all(parser)
 
     cli_sweep.add_parser(sub, _sweep_options)
     plot.add_parser(sub)
@@ -380,8 +361,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the `jaxrl-fast` command, as `python -m` does: an env's import path
         # ("--env my_envs:make_env") may name a module in the current directory
         sys.path.insert(0, os.getcwd())
-    parser = make_parser()
-    args = parser.parse_args(negative_values(sys.argv[1:] if argv is None else argv))
+    argv = negative_values(sys.argv[1:] if argv is None else argv)
+    full_help = "--help-all" in argv
+    parser = make_parser(full_help)
+    args = parser.parse_args([("--help" if a == "--help-all" else a) for a in argv])
     try:
         return args.func(args)
     except (ValueError, ImportError, OSError) as err:  # bad input, a missing extra, full disk

@@ -29,14 +29,19 @@ def uninterrupted(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_resumed_run_ends_bitwise_where_the_uninterrupted_one_does(uninterrupted, tmp_path):
+def test_resumed_run_ends_bitwise_where_the_uninterrupted_one_does(uninterrupted, tmp_path, capsys):
     full, full_path = uninterrupted
     cfg = full.config
     assert cfg.chunks == 4 and cfg.blocks_per_chunk * cfg.train_frequency == 200
     with pytest.raises(StopRun):  # dies while logging chunk 2: chunks 0 and 1 are saved
         train(cfg, progress=False, run_dir=tmp_path, checkpoint_every=200, on_chunk=_stop_at(2))
     assert sorted(os.listdir(tmp_path / "checkpoints")) == ["1", "2"]
+    capsys.readouterr()
     resumed = train(cfg, progress=False, run_dir=tmp_path, resume=True, checkpoint_every=200)
+    # said on stderr without a progress bar too: which checkpoint, after how many steps
+    said = capsys.readouterr().err
+    assert "resumed from the checkpoint after 2 of 4 chunks (480 env steps per seed): " in said
+    assert said.rstrip().endswith(os.path.join(str(tmp_path), "checkpoints", "2"))
     assert _hashes(tmp_path) == _hashes(full_path)
     assert len(set(_hashes(tmp_path))) == 2  # the seeds differ
     assert resumed.final_return.tolist() == full.final_return.tolist()

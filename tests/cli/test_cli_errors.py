@@ -61,3 +61,21 @@ def test_ctrl_c_ends_with_one_line_on_how_to_resume(monkeypatch, capsys, tmp_pat
     )
     assert main(["train"]) == 130
     assert "nothing was kept" in capsys.readouterr().err
+
+
+def _help(capsys, *argv):
+    with pytest.raises(SystemExit) as exit_:
+        main(list(argv))
+    assert exit_.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_help_is_short_and_help_all_is_whole(capsys):
+    from jaxrl_fast import options
+
+    short, whole = _help(capsys, "train", "--help"), _help(capsys, "train", "--help-all")
+    assert len(short.splitlines()) < 200 < len(whole.splitlines())
+    for f in options.fields():  # every field's option is named in both, its help only in whole
+        assert f.option in short and f.option in whole, f.option
+        assert options.help_text(f).split(".")[0][:40] in " ".join(whole.split()), f.name
+    assert "TrainConfig.dqn fields:" in short and "(--help-all: what each one does)" in short
