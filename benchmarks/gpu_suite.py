@@ -80,7 +80,8 @@ class Sizes:
     per_iters: int = 100
     per_repeats: int = 5
     l3_preset: str = "cartpole-cleanrl"
-    l3_env_steps: int = 50_000  # the preset's 10,000-step prefill included
+    l3_env_steps: int = 50_000  # the prefill included
+    l3_prefill: int | None = None  # None: the preset's 10,000
     l3_l2_rows: int = 10_000
     l3_repeats: int = 1
 
@@ -103,7 +104,8 @@ TINY = Sizes(
     per_rows=10_000,
     per_iters=5,
     per_repeats=2,
-    l3_env_steps=12_000,
+    l3_env_steps=4_000,
+    l3_prefill=1_000,
     l3_l2_rows=2_000,
 )
 
@@ -283,9 +285,14 @@ def per(z: Sizes) -> dict:
 def l3(z: Sizes) -> dict:
     with tempfile.TemporaryDirectory(prefix="jaxrl_fast-gpu-spill-") as spill_dir:
         t = replay_loop_bench.l3_overhead(
-            z.l3_preset, z.l3_env_steps, z.l3_repeats, spill_dir, capacity=z.l3_l2_rows
+            z.l3_preset,
+            z.l3_env_steps,
+            z.l3_repeats,
+            spill_dir,
+            capacity=z.l3_l2_rows,
+            learning_starts=z.l3_prefill,
         )
-    train_steps = z.l3_env_steps - presets.get(z.l3_preset).learning_starts
+    train_steps = z.l3_env_steps - t["learning_starts"]
     off = next(r for r in t["rows"] if r["variant"] == "L3 off")
     off_s = train_steps / off["train_env_steps_per_s_median"]
     for row in t["rows"]:

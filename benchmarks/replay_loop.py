@@ -48,9 +48,18 @@ def _run(config) -> dict:
 
 
 def l3_overhead(
-    name: str, steps: int, repeats: int, spill_dir: str, capacity: int | None = None
+    name: str,
+    steps: int,
+    repeats: int,
+    spill_dir: str,
+    capacity: int | None = None,
+    learning_starts: int | None = None,
 ) -> dict:
-    base = presets.get(name).replace(total_env_steps=steps, num_seeds=1, eval_episodes=1)
+    preset = presets.get(name)
+    starts = preset.learning_starts if learning_starts is None else learning_starts  # smoke runs
+    base = preset.replace(
+        total_env_steps=steps, learning_starts=starts, num_seeds=1, eval_episodes=1
+    )
     if capacity is not None:  # an L2 the run overflows, so that L3 serves rows
         base = base.replace(replay=dict(capacity=capacity))
     cap = base.replay.capacity
@@ -83,6 +92,7 @@ def l3_overhead(
     return {
         "preset": name,
         "env_steps": steps,
+        "learning_starts": base.learning_starts,
         "l2_rows": cap,
         "l3_rows": 10 * cap,
         "l3_share": 0.1,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from typing import Callable
 
 import jax
@@ -25,6 +24,7 @@ import numpy as np
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.envs import make_env
 from jaxrl_fast.envs.scripted import scripted_policy
+from jaxrl_fast.paths import write_npz
 from jaxrl_fast.replay.demo import DemoRows, demo_rows
 from jaxrl_fast.types import Array, Transition
 
@@ -99,18 +99,7 @@ def save(path: str | os.PathLike, steps: Transition, config: TrainConfig) -> Non
     path = os.fspath(path)
     meta = _meta(config, env_of(config).spec.num_actions)
     arrays = {k: np.asarray(getattr(steps, k)) for k in _STEP_KEYS}
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, **arrays, **meta)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    write_npz(path, {**arrays, **meta}, compressed=True)
 
 
 def record(

@@ -33,3 +33,27 @@ def writable_dir(path: str | os.PathLike, name: str, hint: str = "") -> str:
     if not os.access(path, os.W_OK):
         raise ValueError(f"{name}={path!r} is not writable.{' ' + hint if hint else ''}")
     return path
+
+
+def write_npz(path: str | os.PathLike, arrays: dict, *, compressed: bool = False) -> None:
+    """Write `arrays` to the `.npz` file `path` whole or not at all: to a temporary file in the
+    same directory, flushed to disk, then renamed over `path` (a crash or a full disk leaves the
+    old file or none, never half of one)."""
+    import tempfile
+
+    import numpy as np
+
+    path = os.fspath(path)
+    fd, tmp = tempfile.mkstemp(
+        prefix=".tmp-", suffix=".npz", dir=os.path.dirname(os.path.abspath(path))
+    )
+    try:
+        with os.fdopen(fd, "wb") as f:
+            (np.savez_compressed if compressed else np.savez)(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise

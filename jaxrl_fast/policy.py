@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 import zipfile
 from typing import Any
 
@@ -37,6 +36,7 @@ from jaxrl_fast.config import AtariConfig, EnvConfig, NetworkConfig
 from jaxrl_fast.envs.base import EnvSpec
 from jaxrl_fast.envs.seeded import make_seeded
 from jaxrl_fast.evaluate import play_episodes
+from jaxrl_fast.paths import write_npz
 
 FORMAT = "jaxrl_fast.policy"
 VERSION = 1
@@ -136,19 +136,7 @@ class Policy:
             "params": sorted(flat),
         }
         blob = np.frombuffer(json.dumps(header).encode(), np.uint8)
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".policy-", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **{_HEADER: blob}, **flat)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+        write_npz(path, {_HEADER: blob, **flat})
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Policy:
