@@ -38,47 +38,31 @@ from __future__ import annotations
 import gc
 import json
 import os
-import statistics
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import common
 import jax
 import jax.numpy as jnp
 import numpy as np
 from common import machine  # noqa: E402
+from replay_host import SegmentSumTree, VectorSumTree, host_timers  # noqa: E402,F401
+from replay_report import LABELS, METHODS, OBS, dist_version, git_commit, render  # noqa: E402,F401
+from replay_timing import (  # noqa: E402,F401
+    ALPHA,
+    BATCH,
+    BETA,
+    EPS,
+    Timer,
+    host_timer,
+    measure,
+    scan_timer,
+    td_of,
+)
 
 from jaxrl_fast.config import ReplayConfig  # noqa: E402
 from jaxrl_fast.replay import make_buffer, row_bytes, sum_tree  # noqa: E402
-from jaxrl_fast.replay.tiered import ReplayState  # noqa: E402
 from jaxrl_fast.types import Transition  # noqa: E402
-
-BATCH = 512
-ALPHA, BETA, EPS = 0.6, 0.4, 1e-6  # ours' defaults; flashbax gets the same exponent
-OBS = {
-    "cartpole": ((4,), np.float32),
-    "atari": ((84, 84), np.uint8),
-}
-METHODS = (
-    "ours_sum_tree",
-    "ours_cumsum",
-    "ours_uniform",
-    "flashbax_per",
-    "flashbax_uniform",
-    "numpy_tree_python",
-    "numpy_tree_vectorised",
-    "numpy_uniform",
-)
-LABELS = {
-    "ours_sum_tree": "ours PER sum tree",
-    "ours_cumsum": "ours PER cumsum",
-    "ours_uniform": "ours uniform",
-    "flashbax_per": "flashbax PER",
-    "flashbax_uniform": "flashbax uniform",
-    "numpy_tree_python": "numpy PER tree, Python loops",
-    "numpy_tree_vectorised": "numpy PER tree, vectorised",
-    "numpy_uniform": "numpy uniform",
-}
 
 
 def num_envs_for(capacity: int) -> int:
@@ -91,110 +75,6 @@ def mem_available() -> int:
     from jaxrl_fast.replay.memory import host_available_memory
 
     return host_available_memory()
-
-
-def _td(reward, obs, next_obs, i, xp=jnp):
-    """TD errors `[B]` that depend on the batch's rows and on the iteration `i`.
-
-    Only one element of each observation is read here; the device loops keep the whole batch
-    in their carry (see `scan_timer`) and the host gathers it with numpy fancy indexing, so
-    every method writes the full batch to memory, as a network's input would need.
-    """
-    b = obs.shape[0]
-    f = obs.reshape(b, -1)[:, 0].astype(xp.float32)
-    g = next_obs.reshape(b, -1)[:, -1].astype(xp.float32)
-    return reward + 1e-3 * (f - g) + 0.5 * xp.sin(0.37 * i + xp.arange(b, dtype=xp.float32))
-
-
-# ---- timing ------------------------------------------------------------------------------------
-
-
-class Timer(NamedTuple):
-    """One method, ready to run: `run(r)` executes `iters` iterations and returns the seconds."""
-
-    run: Callable[[int], float]
-    iters: int
-    info: dict
-
-
-def scan_timer(step: Callable, carry0: Any, const: Any, iters: int) -> Timer:
-    """Compile `iters` iterations of `carry, out, keep = step(carry, const, key, i)` as one scan.
-
-    `carry0` (the priorities) is donated, a fresh copy per call made outside the timed region,
-    so the loop updates it in place as a training loop does; `const` (the stored rows) is read
-    only. `keep` (the sampled observations) is carried to the next iteration and returned, so
-    XLA must write every batch in full: reading one element of a gathered batch otherwise lets
-    it gather only that element (`lax.optimization_barrier` does not stop this on CPU; measured:
-    the time did not grow with the frame size). Compile time is measured apart from the runs.
-    """
-    key = jax.random.key(0)
-    keep_shape = jax.eval_shape(lambda c: step(c, const, key, 0), carry0)[2]
-
-    def loop(carry, const, key):
-        def body(c, i):
-            carry, acc, _ = c
-            carry, out, keep = step(carry, const, jax.random.fold_in(key, i), i)
-            return (carry, acc + out, keep), None
-
-        keep0 = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), keep_shape)
-        init = (carry, jnp.float32(0), keep0)
-        (carry, acc, keep), _ = jax.lax.scan(body, init, jnp.arange(iters))
-        return carry, acc, keep
-
-    t = time.perf_counter()
-    compiled = jax.jit(loop, donate_argnums=0).lower(carry0, const, key).compile()
-    compile_s = time.perf_counter() - t
-
-    def run(r: int) -> float:
-        c = jax.block_until_ready(jax.tree.map(jnp.copy, carry0))
-        t = time.perf_counter()
-        _, acc, _ = jax.block_until_ready(compiled(c, const, jax.random.fold_in(key, r)))
-        elapsed = time.perf_counter() - t
-        if not np.isfinite(float(acc)):
-            raise RuntimeError("non-finite loop output: the benchmark loop is broken")
-        return elapsed
-
-    return Timer(run, iters, {"compile_s": compile_s})
-
-
-def host_timer(step: Callable[[int], float], iters: int) -> Timer:
-    """`iters` calls of `step(i)` in a Python loop."""
-
-    def run(r: int) -> float:
-        t = time.perf_counter()
-        for i in range(iters):
-            step(i)
-        return time.perf_counter() - t
-
-    return Timer(run, iters, {})
-
-
-def measure(timers: dict[str, Timer], repeats: int) -> dict[str, dict]:
-    """Warm each method up once, then run `repeats` rounds, each method once per round.
-
-    Interleaving the methods spreads the shared VM's load changes over all of them, so the
-    ratios within a cell are steadier than the absolute times. Returns microseconds per
-    iteration (median over rounds) per method.
-    """
-    for t in timers.values():
-        t.run(0)
-    times: dict[str, list[float]] = {name: [] for name in timers}
-    for r in range(1, repeats + 1):
-        for name, t in timers.items():
-            times[name].append(t.run(r))
-    return {
-        name: {
-            "us_per_iter": 1e6 * statistics.median(times[name]) / t.iters,
-            "spread": (max(times[name]) - min(times[name])) / statistics.median(times[name]),
-            "iters": t.iters,
-            "repeats": repeats,
-            **t.info,
-        }
-        for name, t in timers.items()
-    }
-
-
-# ---- ours --------------------------------------------------------------------------------------
 
 
 def _random_step(key, num_envs: int, obs_shape, obs_dtype, pattern):
@@ -267,7 +147,7 @@ def ours_timers(
             prios, max_p, updates = carry
             st = const._replace(priorities=prios, max_priority=max_p, updates=updates)
             batch = buf.sample(st, key)
-            td = _td(batch.reward, batch.obs, batch.next_obs, i)
+            td = td_of(batch.reward, batch.obs, batch.next_obs, i)
             st = buf.update_priorities(st, batch.index, td)
             use = jnp.sum(batch.weight * td) + 1e-3 * jnp.sum(batch.discount + batch.action)
             return (st.priorities, st.max_priority, st.updates), use, (batch.obs, batch.next_obs)
@@ -292,7 +172,7 @@ def ours_timers(
         def uniform_step(updates, const, key, i):
             st = const._replace(updates=updates)
             batch = buf_u.sample(st, key)
-            td = _td(batch.reward, batch.obs, batch.next_obs, i)
+            td = td_of(batch.reward, batch.obs, batch.next_obs, i)
             st = buf_u.update_priorities(st, batch.index, td)
             use = jnp.sum(batch.weight * td) + 1e-3 * jnp.sum(batch.discount + batch.action)
             return st.updates, use, (batch.obs, batch.next_obs)
@@ -355,7 +235,7 @@ def flashbax_timers(
         st = const.replace(sum_tree_state=tree)
         s = per.sample(st, key)
         first, second = s.experience.first, s.experience.second
-        td = _td(first["reward"], first["obs"], second["obs"], i)
+        td = td_of(first["reward"], first["obs"], second["obs"], i)
         # importance weights, as ours computes them inside `sample`
         w = jnp.power(n_items * jnp.maximum(s.probabilities, 1e-30), -BETA)
         w = w / jnp.max(w)
@@ -371,7 +251,7 @@ def flashbax_timers(
     def uniform_step(carry, const, key, i):
         s = flat.sample(const, key)
         first, second = s.experience.first, s.experience.second
-        td = _td(first["reward"], first["obs"], second["obs"], i)
+        td = td_of(first["reward"], first["obs"], second["obs"], i)
         use = jnp.sum(td) + 1e-3 * jnp.sum(first["discount"] + first["action"])
         return carry + 1, use, (first["obs"], second["obs"])
 
@@ -384,126 +264,6 @@ def flashbax_timers(
 
 
 # ---- host numpy: the "original method" ---------------------------------------------------------
-
-
-class SegmentSumTree:
-    """A sum tree as a typical Python PER codebase writes it: one float64 numpy array, leaf
-    `j` at `size + j`, one Python walk per sampled item and per updated priority."""
-
-    def __init__(self, capacity: int):
-        self.size = 1
-        while self.size < capacity:
-            self.size *= 2
-        self.tree = np.zeros(2 * self.size, np.float64)
-
-    def total(self) -> float:
-        return self.tree[1]
-
-    def __setitem__(self, idx: int, value: float) -> None:
-        node = idx + self.size
-        self.tree[node] = value
-        node //= 2
-        while node >= 1:
-            self.tree[node] = self.tree[2 * node] + self.tree[2 * node + 1]
-            node //= 2
-
-    def __getitem__(self, idx: int) -> float:
-        return self.tree[idx + self.size]
-
-    def find_prefixsum_idx(self, mass: float) -> int:
-        node = 1
-        while node < self.size:
-            if self.tree[2 * node] > mass:
-                node = 2 * node
-            else:
-                mass -= self.tree[2 * node]
-                node = 2 * node + 1
-        return node - self.size
-
-    def rebuild(self) -> None:
-        """Recompute every parent from the leaves (after writing leaves directly)."""
-        level = self.size // 2
-        while level >= 1:
-            n = np.arange(level, 2 * level)
-            self.tree[n] = self.tree[2 * n] + self.tree[2 * n + 1]
-            level //= 2
-
-
-class VectorSumTree(SegmentSumTree):
-    """The same tree with the descent and the update vectorised over the batch in numpy."""
-
-    def find(self, mass: np.ndarray) -> np.ndarray:
-        node = np.ones(mass.shape, np.int64)
-        while node[0] < self.size:  # every node is at the same depth
-            left = self.tree[2 * node]
-            right = mass >= left
-            mass = np.where(right, mass - left, mass)
-            node = 2 * node + right
-        return node - self.size
-
-    def set(self, idx: np.ndarray, value: np.ndarray) -> None:
-        node = idx + self.size
-        self.tree[node] = value
-        while node[0] > 1:
-            node = node // 2
-            self.tree[node] = self.tree[2 * node] + self.tree[2 * node + 1]
-
-
-def host_timers(state: ReplayState, num_envs: int, capacity: int, iters: int) -> dict[str, Timer]:
-    """Host samplers on numpy views of our ring's rows (row `r`'s next row is `r + E`)."""
-    ring = state.ring
-    obs = np.asarray(ring.obs).reshape(capacity, *ring.obs.shape[2:])  # a view, no copy
-    action = np.asarray(ring.action).reshape(capacity)
-    reward = np.asarray(ring.reward).reshape(capacity)
-    discount = np.asarray(ring.discount).reshape(capacity)
-    prios = np.asarray(sum_tree.leaves(state.priorities, capacity), np.float64)
-    rng = np.random.default_rng(0)
-
-    def gather(idx):
-        nxt = (idx + num_envs) % capacity
-        return obs[idx], action[idx], reward[idx], discount[idx], obs[nxt]
-
-    def per_host(tree, sample_idx, update):
-        def step(i):
-            seg = tree.total() / BATCH
-            mass = (np.arange(BATCH) + rng.random(BATCH)) * seg
-            idx = np.minimum(sample_idx(mass), capacity - 1)  # float rounding at the end
-            o, a, r, d, o2 = gather(idx)
-            p = tree.tree[idx + tree.size] / tree.total()
-            w = (capacity * p) ** -BETA
-            w /= w.max()
-            td = _td(r, o, o2, i, xp=np)
-            update(idx, (np.abs(td) + EPS) ** ALPHA)
-            return float(np.sum(w * td) + 1e-3 * np.sum(d + a))
-
-        return step
-
-    py, vec = SegmentSumTree(capacity), VectorSumTree(capacity)
-    for t in (py, vec):  # the same priorities as ours
-        t.tree[t.size : t.size + capacity] = prios
-        t.rebuild()
-
-    def py_sample(mass):
-        return np.array([py.find_prefixsum_idx(m) for m in mass.tolist()], np.int64)
-
-    def py_update(idx, value):
-        for j, v in zip(idx.tolist(), value.tolist(), strict=True):
-            py[j] = v
-
-    def uniform(i):
-        idx = rng.integers(0, capacity, BATCH)
-        o, a, r, d, o2 = gather(idx)
-        return float(np.sum(_td(r, o, o2, i, xp=np)) + 1e-3 * np.sum(d + a))
-
-    return {
-        # ~10-20 ms per iteration at 1e6 rows: fewer iterations per round
-        "numpy_tree_python": host_timer(per_host(py, py_sample, py_update), max(5, iters // 5)),
-        "numpy_tree_vectorised": host_timer(per_host(vec, vec.find, vec.set), iters),
-        "numpy_uniform": host_timer(uniform, iters),
-    }
-
-
-# ---- driver ------------------------------------------------------------------------------------
 
 
 def cell(obs_name: str, capacity: int, iters: int, repeats: int) -> dict:
@@ -577,9 +337,11 @@ def main() -> None:
 
     out: dict[str, Any] = {
         "machine": machine(),
-        "flashbax": flashbax.__version__ if hasattr(flashbax, "__version__") else _dist("flashbax"),
+        "flashbax": flashbax.__version__
+        if hasattr(flashbax, "__version__")
+        else dist_version("flashbax"),
         "quick": q,
-        "git": _git(),
+        "git": git_commit(),
         "batch_size": BATCH,
         "cells": [],
     }
@@ -620,153 +382,6 @@ def main() -> None:
     with open(os.path.join(args.out, f"{name}.md"), "w") as f:
         f.write(render(out))
     print(render(out))
-
-
-def _git() -> str:
-    """The commit measured, with "+dirty" when `jaxrl_fast/replay` has uncommitted changes."""
-    import subprocess
-
-    root = os.path.join(os.path.dirname(__file__), "..")
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "jaxrl_fast/replay"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    except OSError:
-        return "unknown"
-    return (head or "unknown") + ("+dirty" if dirty else "")
-
-
-def _dist(name: str) -> str:
-    from importlib.metadata import version
-
-    return version(name)
-
-
-def _us(x: dict) -> str:
-    if "us_per_iter" not in x:
-        return "skipped: memory"
-    return f"{x['us_per_iter']:,.0f}" if x["us_per_iter"] >= 100 else f"{x['us_per_iter']:.1f}"
-
-
-def _x(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1f}x"
-
-
-def _summary(r: dict) -> list[str]:
-    """One line on the seed article's claim: the range of host-tree / ours-sum-tree ratios."""
-    lines = []
-    for obs_name in OBS:
-        x = [
-            c["ratios"]["numpy_python_over_ours_sum_tree"]
-            for c in r["cells"]
-            if c["obs"] == obs_name and c["ratios"]["numpy_python_over_ours_sum_tree"]
-        ]
-        if x:
-            lines.append(
-                f"- {obs_name}: ours (sum tree, one jitted scan) is **{min(x):.0f}x to "
-                f"{max(x):.0f}x** faster than the host numpy segment tree with Python loops "
-                "(the seed article claims 120x)."
-            )
-    return [*lines, ""] if lines else []
-
-
-def render(r: dict) -> str:
-    m = r["machine"]
-    q = " --quick" if r["quick"] else ""
-    lines = [
-        f"# Replay sampling, batch {r['batch_size']}{' (quick)' if r['quick'] else ''}",
-        "",
-        f"Machine: {m['cpu']}, {m['cores']} cores, {m['platform']}; python {m['python']}, jax "
-        f"{m['jax']} on {m['backend']}, flashbax {r['flashbax']}. Produced by "
-        f"`python benchmarks/replay.py{q}` in {r['benchmark_time_s']:.0f} s, at commit "
-        f"`{r['git']}`"
-        + (" (`+dirty`: `jaxrl_fast/replay` had uncommitted changes)." if "+" in r["git"] else "."),
-        "",
-        "**Caveat:** a shared 2-core VM; absolute times move by about ±20% between runs. Compare "
-        "ratios within this run.",
-        "",
-        *_summary(r),
-        "Microseconds per iteration: sample a batch (obs, next obs, action, reward, discount) and, "
-        "for PER, write the batch's new priorities. TD errors come from the batch and the "
-        "iteration, so priorities change every iteration. Device methods: median of one jitted "
-        "`lax.scan` (compile excluded); host methods: a Python loop. Lower is better; `a/b` = how "
-        "many times faster b is than a.",
-        "",
-    ]
-    for obs_name in OBS:
-        cells = [c for c in r["cells"] if c["obs"] == obs_name]
-        shape, dt = OBS[obs_name]
-        lines += [
-            f"## {obs_name} observations ({'x'.join(map(str, shape))} {np.dtype(dt).name})",
-            "",
-            "| rows | " + " | ".join(LABELS[k] for k in METHODS) + " |",
-            "|---" * (len(METHODS) + 1) + "|",
-        ]
-        for c in cells:
-            lines.append(f"| {c['capacity']:,} | " + " | ".join(_us(c[k]) for k in METHODS) + " |")
-        lines += [
-            "",
-            "| rows | flashbax PER / ours sum tree | numpy Python tree / ours sum tree | numpy "
-            "vectorised tree / ours sum tree | ours cumsum / ours sum tree | flashbax uniform / "
-            "ours uniform | numpy uniform / ours uniform |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for c in cells:
-            x = c["ratios"]
-            lines.append(
-                f"| {c['capacity']:,} | {_x(x['flashbax_per_over_ours_sum_tree'])} | "
-                f"{_x(x['numpy_python_over_ours_sum_tree'])} | "
-                f"{_x(x['numpy_vectorised_over_ours_sum_tree'])} | "
-                f"{_x(x['ours_cumsum_over_ours_sum_tree'])} | "
-                f"{_x(x['flashbax_uniform_over_ours_uniform'])} | "
-                f"{_x(x['numpy_uniform_over_ours_uniform'])} |"
-            )
-        lines.append("")
-    cx = r["crossover"]
-    lines += [
-        "## Sum tree vs cumsum sampler (ours, CartPole rows)",
-        "",
-        "| rows | sum tree µs | cumsum µs | faster |",
-        "|---|---|---|---|",
-    ]
-    for row in cx["rows"]:
-        faster = "sum tree" if row["sum_tree_us"] < row["cumsum_us"] else "cumsum"
-        lines.append(
-            f"| {row['capacity']:,} | {row['sum_tree_us']:.1f} | {row['cumsum_us']:.1f} | {faster} |"
-        )
-    lines += [
-        "",
-        f"`auto_crossover_rows` = **{cx['auto_crossover_rows']}**: the smallest tested capacity "
-        "from which the sum tree is faster at every tested capacity (the value for "
-        "`replay.prioritised.AUTO_SUM_TREE_FROM`).",
-        "",
-        "## Notes",
-        "",
-        "- Every buffer stores each observation once (ours: a `[T, E]` ring; flashbax: flat "
-        "buffers, sequences of 2 along time; host: numpy views of our ring, next row = row + E).",
-        "- Methods are interleaved: after one warm-up call each, every round runs each method "
-        "once (one compiled scan of K iterations, or K host iterations), and the median round "
-        "counts. When both libraries' rows do not fit in memory together, ours and the host "
-        "methods are measured first, then flashbax (`interleaved` in the JSON).",
-        "- The host Python tree runs a fifth of the iterations per round (at least 5); its "
-        "per-iteration time is what counts.",
-        "- Each loop writes the whole batch to memory (device: the sampled observations are "
-        "carried to the next iteration and returned, so XLA cannot trim the gather; host: numpy "
-        "fancy indexing, a fresh array per batch) and derives TD errors from one element of "
-        "each observation, the reward and the iteration.",
-        "- PER loops also compute importance weights (ours inside `sample`; flashbax and host in "
-        "the loop) and write priorities `(|td| + eps) ** 0.6`.",
-        "- Buffers are filled by each library's own `add` with random transitions (all valid); "
-        "each cell's fill time is in the JSON.",
-        "",
-    ]
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

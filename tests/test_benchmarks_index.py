@@ -16,6 +16,9 @@ HELPERS = {
     "reference_loop.py",
     "claims_measure.py",
     "claims_render.py",
+    "replay_timing.py",
+    "replay_host.py",
+    "replay_report.py",
 }
 SCRIPTS = {p.name for p in BENCH.glob("*.py")} - HELPERS
 
