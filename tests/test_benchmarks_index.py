@@ -19,6 +19,7 @@ HELPERS = {
     "replay_timing.py",
     "replay_host.py",
     "replay_report.py",
+    "applications_report.py",
 }
 SCRIPTS = {p.name for p in BENCH.glob("*.py")} - HELPERS
 
