@@ -101,21 +101,7 @@ def train(
         anything compiles).
     """
     wall = time.perf_counter()
-    plan = None
-    if not isinstance(config, ResolvedRun):  # one's own gymnax env becomes a name in the config
-        config, env = bind_env(config, env)
-    if sweep is not None:  # before anything compiles: every point's config is validated
-        if isinstance(config, ResolvedRun):
-            raise ValueError("train(sweep=...) takes a TrainConfig, not a ResolvedRun")
-        plan = sweep_plan(config, sweep, seeds_per_point)
-        config = plan.config
-    if devices is None:  # every process's devices in a multi-process run
-        devices = jax.devices() if jax.process_count() > 1 else jax.local_devices()
-    devices = list(devices)
-    run = config if isinstance(config, ResolvedRun) else resolve(config, env=env, device=devices[0])
-    _warn_if_few_chunks(run.config)
-    for line in budget_warnings(run.config):  # a shrunk preset's schedules, before compiling
-        warnings.warn(line, UserWarning, stacklevel=2)
+    run, plan, devices = _resolve_run(config, env, sweep, seeds_per_point, devices)
     progress = progress and parallel.is_main()
     if run_dir is None and resume:
         raise ValueError("resume=True needs run_dir: the directory of the run to continue.")
@@ -213,6 +199,28 @@ def _metrics_writer(
     return return_value
 
 
+def _resolve_run(config, env, sweep, seeds_per_point, devices):
+    """`(run, plan, devices)`: one's own gymnax env named in the config, the sweep planned (every
+    point's config validated), the devices chosen and the run resolved; then the warnings
+    about its budget. Nothing compiles here."""
+    plan = None
+    if not isinstance(config, ResolvedRun):  # one's own gymnax env becomes a name in the config
+        config, env = bind_env(config, env)
+    if sweep is not None:
+        if isinstance(config, ResolvedRun):
+            raise ValueError("train(sweep=...) takes a TrainConfig, not a ResolvedRun")
+        plan = sweep_plan(config, sweep, seeds_per_point)
+        config = plan.config
+    if devices is None:  # every process's devices in a multi-process run
+        devices = jax.devices() if jax.process_count() > 1 else jax.local_devices()
+    devices = list(devices)
+    run = config if isinstance(config, ResolvedRun) else resolve(config, env=env, device=devices[0])
+    _warn_if_few_chunks(run.config)
+    for line in budget_warnings(run.config):  # a shrunk preset's schedules
+        warnings.warn(line, UserWarning, stacklevel=4)
+    return run, plan, devices
+
+
 def _warn_if_few_chunks(config: TrainConfig) -> None:
     """Warn when the automatic chunking gives little progress (a block count with no divisor
     near 20, e.g. a prime), naming a total_env_steps that chunks well."""
@@ -226,7 +234,7 @@ def _warn_if_few_chunks(config: TrainConfig) -> None:
         f"{config.chunks} time(s). total_env_steps={better} ({blocks} blocks) gives 20 chunks; "
         f"or set num_chunks.",
         UserWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
 
 

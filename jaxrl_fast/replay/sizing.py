@@ -7,10 +7,8 @@ the PER sampler's priorities when prioritised) and the L1 staging window must fi
 memory / num_seeds`. `plan` reports the bytes of every tier (the `jaxrl-fast plan` command prints
 it); `replay/fits.py` (`check_fits`) refuses, from the plan, a run whose replay cannot fit. Nothing
 here compiles: the env's observation shape comes from its spec. Every byte count comes from
-`replay/layout.py`.
-
-Byte units follow SI for kB/MB/GB/TB (powers of 1000) and IEC for KiB/MiB/GiB/TiB (powers of
-1024), in `parse_bytes` and in the rendered plan.
+`replay/layout.py`. Byte units follow SI for kB/MB/GB/TB (powers of 1000) and IEC for
+KiB/MiB/GiB/TiB (powers of 1024), in `parse_bytes` and in the rendered plan.
 """
 
 from __future__ import annotations
