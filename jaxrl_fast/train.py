@@ -39,7 +39,7 @@ def train(
     env: Any = None,
     devices: Sequence[jax.Device] | None = None,
     run_dir: str | os.PathLike | None = None,
-    resume: bool = False,
+    resume: bool | str = False,
     checkpoint_every: int | None = None,
     keep: int = 3,
     force_config: bool = False,
@@ -73,9 +73,12 @@ def train(
         (orbax) of the whole train state. In a multi-process run every process passes the
         same `run_dir` (a directory they all see): each saves and restores its own shards,
         and process 0 writes the other files.
-      resume: continue the run in `run_dir` from its newest checkpoint (same config, else a
-        `ValueError` naming the differing fields); the remaining chunks give bitwise the
-        parameters of a run that never stopped (gymnax envs). Without a checkpoint it starts.
+      resume: True: continue the run in `run_dir` from its newest checkpoint (same config, else
+        a `ValueError` naming the differing fields); the remaining chunks give bitwise the
+        parameters of a run that never stopped (gymnax envs). `run_dir` must exist (a typo is
+        a `FileNotFoundError`, not a new run); one without a checkpoint yet starts from step 0,
+        and stderr says which of the two happened. "or_start": the same, but a missing
+        `run_dir` starts a new run there (one command for a job that may be requeued).
       checkpoint_every: env steps per seed between checkpoints (rounded to whole chunks;
         default: about 10% of the run); the last chunk is always saved.
       keep: checkpoints kept (the newest).
@@ -103,8 +106,7 @@ def train(
     wall = time.perf_counter()
     run, plan, devices = _resolve_run(config, env, sweep, seeds_per_point, devices)
     progress = progress and parallel.is_main()
-    if run_dir is None and resume:
-        raise ValueError("resume=True needs run_dir: the directory of the run to continue.")
+    resume = _check_resume(run_dir, resume)
     saver, directory, on_chunk = _run_directory(
         run_dir, run.config, plan, on_chunk, resume, force_config, checkpoint_every, keep
     )
@@ -142,6 +144,26 @@ def train(
     if run_dir is not None and parallel.is_main():
         swept.write(run_dir)
     return swept
+
+
+RESUME_MODES = (False, True, "or_start")
+
+
+def _check_resume(run_dir: Any, resume: bool | str) -> bool:
+    """`resume` as a bool, after refusing what cannot be resumed (before anything compiles)."""
+    if resume not in RESUME_MODES or not isinstance(resume, (bool, str)):
+        raise ValueError(f"resume={resume!r}: one of {RESUME_MODES}")
+    if not resume:
+        return False
+    if run_dir is None:
+        raise ValueError(f"resume={resume!r} needs run_dir: the directory of the run to continue.")
+    if resume is True and not os.path.isdir(os.fspath(run_dir)):
+        raise FileNotFoundError(
+            f"resume: {os.fspath(run_dir)!r} does not exist, so there is no run to continue; "
+            'to start a new run there if none is, pass resume="or_start" (CLI: '
+            "--resume-or-start DIR), or run_dir alone (--run-dir DIR) for a new run."
+        )
+    return True
 
 
 def _check_sweep_run(config: TrainConfig, plan: SweepPlan, run_dir: Any, resume: bool) -> None:
@@ -343,6 +365,12 @@ def _run(
                 f"({env_steps:,} env steps per seed): {saver.directory}/{start}",
                 file=sys.stderr,
             )
+    elif saver is not None and saver.resume and parallel.is_main():
+        tqdm.tqdm.write(
+            f"resume: {saver.directory} holds no checkpoint yet, so the run starts from env step "
+            "0 there",
+            file=sys.stderr,
+        )
     resumed_env_steps = log.resumed_env_steps = env_steps if restored is not None else 0
     # Dispatch chunk k+1 before reading chunk k's metrics, so the device never waits on the host
     # (except after a chunk that is checkpointed: the next chunk donates the saved buffers).

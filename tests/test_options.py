@@ -140,3 +140,28 @@ def test_cli_resume_without_flags_uses_the_runs_config(capsys, finished_run, tmp
     cfg = _printed(capsys, "--resume", str(finished_run))
     saved = json.loads((finished_run / "config.json").read_text())["config"]
     assert cfg == saved and cfg["env"]["name"] == "probe-chain"
+
+
+def test_resume_of_a_missing_directory_is_refused_before_compiling(capsys, tmp_path):
+    typo = tmp_path / "runz"
+    assert main(["train", "--resume", str(typo), "--total-env-steps", "20000"]) == 2
+    err = capsys.readouterr().err
+    assert f"resume: {str(typo)!r} does not exist" in err and "--resume-or-start DIR" in err
+    assert not typo.exists()  # nothing was started there
+    with pytest.raises(ValueError, match=r"resume='maybe': one of \(False, True, 'or_start'\)"):
+        train(tiny_config(), progress=False, run_dir=tmp_path / "r", resume="maybe")
+    assert main(["train", "--resume", "a", "--resume-or-start", "a"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_resume_or_start_starts_a_new_run_and_says_so(capsys, tmp_path):
+    run = tmp_path / "job"
+    result = train(tiny_config(), progress=False, run_dir=run, resume="or_start")
+    err = capsys.readouterr().err
+    assert f"resume: {run / 'checkpoints'} holds no checkpoint yet" in err
+    assert result.resumed_env_steps == 0 and (run / "metrics.jsonl").exists()
+    # the same call again continues the finished run from its last checkpoint
+    again = train(tiny_config(), progress=False, run_dir=run, resume="or_start")
+    assert "resumed from the checkpoint after" in capsys.readouterr().err
+    assert again.resumed_env_steps == tiny_config().total_env_steps

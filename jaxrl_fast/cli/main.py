@@ -6,6 +6,7 @@ Examples:
   jaxrl-fast train --env Breakout-MinAtar --preset minatar-breakout --total-env-steps 210000
   jaxrl-fast train --preset minatar-breakout --seeds 8 --run-dir runs/breakout --eval-every 50000
   jaxrl-fast train --resume runs/breakout             # continue it after a restart
+  jaxrl-fast train --resume-or-start runs/job         # continue, or start when runs/job is new
   jaxrl-fast train --set dqn.learning_rate=1e-4 --dqn.gamma 0.98 --print-config
   jaxrl-fast sweep --sweep dqn.learning_rate=1e-4,1e-3 --seeds-per-point 4 --out runs/lr
   jaxrl-fast plot runs/breakout runs/other --out curves.png
@@ -39,6 +40,12 @@ def _int_or_text(text: str) -> int | str:
 def _train(args: argparse.Namespace) -> int:
     from jaxrl_fast import parallel
 
+    resume_mode: bool | str = args.resume is not None
+    if args.resume_or_start is not None:
+        if args.resume is not None:
+            raise ValueError("give --resume DIR or --resume-or-start DIR, not both")
+        args.resume, resume_mode = args.resume_or_start, "or_start"
+
     distributed = args.distributed or args.coordinator is not None or args.num_processes is not None
     if distributed:  # before anything starts JAX's backends; one CPU device per process
         parallel.initialize(args.coordinator, args.num_processes, args.process_id)
@@ -66,7 +73,7 @@ def _train(args: argparse.Namespace) -> int:
         raise ValueError(f"--resume {args.resume!r} and --run-dir {args.run_dir!r} differ")
     run_files = dict(
         run_dir=args.resume or args.run_dir,
-        resume=args.resume is not None,
+        resume=resume_mode,
         checkpoint_every=args.checkpoint_every,
         keep=args.keep,
         force_config=args.force_config,
@@ -255,7 +262,14 @@ def make_parser(full_help: bool = False) -> argparse.ArgumentParser:
         "--resume",
         metavar="DIR",
         help="continue the run in DIR from its newest checkpoint (same config; the parameters "
-        "end bitwise as if it never stopped)",
+        "end bitwise as if it never stopped); DIR must exist, and stderr says which step the run "
+        "goes on from (or that DIR has no checkpoint yet and the run starts from step 0)",
+    )
+    t.add_argument(
+        "--resume-or-start",
+        metavar="DIR",
+        help="as --resume DIR, but a DIR that does not exist starts a new run there (one "
+        "command for a job that may be requeued)",
     )
     t.add_argument(
         "--checkpoint-every",
