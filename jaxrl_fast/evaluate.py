@@ -21,6 +21,10 @@ from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.envs.seeded import SeededEnv, make_seeded
 from jaxrl_fast.types import Array, PRNGKey
 
+# Env steps an evaluation runs between two checks that every episode has ended: at most this
+# many - 1 steps are run past the last episode's end; a GPU waits on the host once per segment.
+EVAL_SEGMENT = 32
+
 Evaluate = Callable[..., Array]  # (agents, keys, env_params=None) -> [S]
 
 
@@ -103,20 +107,33 @@ def play_episodes(
         env_state, obs = env.reset_with(key_reset, env_params)
     total = jnp.zeros(obs.shape[:2], jnp.float32)  # [S, episodes]
 
-    def running(carry) -> Array:
-        t, _, _, _, finished, _, _ = carry
-        return jnp.logical_and(t <= max_steps, ~jnp.all(finished))
-
-    def step(carry):
+    def step(carry, _):
         t, env_state, obs, total, finished, keys, state = carry
         split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
         keys, key_act, key_env = split[:, 0], split[:, 1], split[:, 2]
         action, state = act(key_act, obs, state)
         env_state, obs, reward, done, _ = env.step(key_env, env_state, action)
-        total = total + jnp.where(finished, 0.0, reward)
-        return t + 1, env_state, obs, total, finished | done, keys, state
+        total = total + jnp.where(finished | (t > max_steps), 0.0, reward)
+        return (t + 1, env_state, obs, total, finished | done, keys, state), None
 
+    def segment(_, carry):
+        t, finished = carry[0], carry[4]
+        if segments == 1:
+            return jax.lax.scan(step, carry, length=length)[0]
+        with jax.named_scope("eval_segment"):  # skip the rest once every episode has ended
+            return jax.lax.cond(
+                jnp.all(finished) | (t > max_steps),
+                lambda c: c,
+                lambda c: jax.lax.scan(step, c, length=length)[0],
+                carry,
+            )
+
+    # Steps 0 .. max_steps, in segments of `length` with a fixed count of each: XLA:GPU reads a
+    # loop's condition on the host every iteration unless its trip count is known, so a check
+    # per segment (a `cond`) replaces a check per step.
+    length = min(max_steps + 1, EVAL_SEGMENT)
+    segments = -(-(max_steps + 1) // length)
     # a recurrent agent's state, from the episodes' start (each env plays one episode)
     state = jax.vmap(lambda o: initial_carry(o.shape[0]))(obs)
     start = (jnp.zeros((), jnp.int32), env_state, obs, total, total > 0, keys, state)
-    return jax.lax.while_loop(running, step, start)[3]
+    return jax.lax.fori_loop(0, segments, segment, start)[3]

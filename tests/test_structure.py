@@ -30,6 +30,7 @@ LAYERS = {
     2: {"loop", "resolve", "evaluate"},
     3: {
         "train",
+        "run_files",
         "programs",
         "result",
         "chunk_log",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 
@@ -114,13 +115,20 @@ def test_jaxpr_counts_are_consistent(cli_run):
     assert init.loops == []
     assert init.reaching_no_output == init.traced - init.after_jax_dce
     assert sum(init.removed_by_jax_dce.values()) <= init.traced - init.after_jax_dce
-    # run_chunk is a while loop: JAX's DCE cannot enter it, the while-aware pass can
-    assert chunk.after_jax_dce == chunk.traced
+    # run_chunk's loops are scans of fixed length (no while: a GPU would wait on the host at
+    # every iteration of one): the prefill (80 // 4 steps), the blocks, and in each block the
+    # collect and learn loops, each named by the config field it comes from
     assert chunk.reaching_no_output >= chunk.traced - chunk.after_jax_dce
-    kinds = [(loop.kind, loop.depth, loop.trips) for loop in chunk.loops]
-    assert kinds == [("while", 0, 25), ("while", 1, 2), ("scan", 1, 2)]
+    kinds = [(loop.kind, loop.depth, loop.trips, loop.source) for loop in chunk.loops]
+    named = "scan length in the jaxpr = "
+    assert kinds == [
+        ("scan", 0, 20, named + "prefill_steps"),
+        ("scan", 0, 25, named + "blocks_per_chunk"),
+        ("scan", 1, 2, named + "collect_steps_per_block"),
+        ("scan", 1, 2, named + "updates_per_block"),
+    ]
     # equations run per chunk: the loop bodies times their trip counts
-    outer = chunk.loops[0]
+    outer = chunk.loops[1]
     assert chunk.per_call > outer.trips * outer.body_eqns * 0.5
     assert chunk.per_call > chunk.traced
 
@@ -136,7 +144,8 @@ def test_hlo_counts_are_consistent(cli_run):
         assert sum(opt.fusion_kinds.values()) == opt.fusions
         assert opt.fusions <= opt.thunks <= opt.scheduled <= opt.instructions
     chunk = rep.programs["run_chunk"]
-    assert chunk.hlo_optimised.while_loops >= 2 and chunk.hlo_optimised.conditionals >= 1
+    # the prefill's cond is run_chunk's only one
+    assert chunk.hlo_optimised.while_loops >= 2 and chunk.hlo_optimised.conditionals == 1
     # LLVM's optimisation level does not change the HLO pipeline: the same fusions
     lowest = chunk.hlo_optimised_lowest
     assert lowest.fusions == chunk.hlo_optimised.fusions
@@ -150,19 +159,18 @@ def test_cost_counts_each_loop_body_times_its_trip_count(cli_run):
     cost = rep.programs["run_chunk"].cost
     blocks = (TOTAL - 80) // 8 // 4  # per chunk, computed here from the options
     steps, updates = 8 // 4, 2
-    (outer,) = cost.loops
-    assert (outer["kind"], outer["trips"]) == ("while", blocks)
+    prefill, outer = cost.loops
+    assert (prefill["trips"], prefill["inner"]) == (80 // 4, [])
+    assert (outer["kind"], outer["trips"]) == ("scan", blocks)
     collect, learn = outer["inner"]
-    assert (collect["kind"], collect["trips"], learn["kind"], learn["trips"]) == (
-        "while",
-        steps,
-        "scan",
-        updates,
-    )
+    assert (collect["trips"], learn["trips"]) == (steps, updates)
+    assert "collect_steps_per_block" in collect["source"] and "updates_per" in learn["source"]
     for key in ("flops", "bytes accessed"):
         inner = sum(r["trips"] * r["per_iteration"][key] - r["once"][key] for r in (collect, learn))
         assert outer["per_iteration"][key] == pytest.approx(outer["once"][key] + inner)
-        expected = cost.xla[key] + blocks * outer["per_iteration"][key] - outer["once"][key]
+        expected = cost.xla[key] + sum(
+            r["trips"] * r["per_iteration"][key] - r["once"][key] for r in (prefill, outer)
+        )
         assert cost.with_trips[key] == pytest.approx(expected)
         assert cost.with_trips[key] > cost.xla[key] > 0
     assert learn["per_iteration"]["flops"] > collect["per_iteration"]["flops"] > 0
@@ -185,13 +193,16 @@ def test_trip_cost_matches_hand_counted_flops():
 
         return jax.lax.fori_loop(0, n_outer, outer, c)
 
-    closed = jax.make_jaxpr(f)(x, 3, 4)
-    xla = xla_report.xla_cost(jax.jit(f).lower(x, 3, 4).compile())
-    total, loops = xla_report.trip_cost(closed, xla, [(3, "outer"), (4, "inner")])
+    f = functools.partial(f, n_outer=3, n_inner=4)  # fixed trip counts: scans
+    closed = jax.make_jaxpr(f)(x)
+    xla = xla_report.xla_cost(jax.jit(f).lower(x).compile())
+    total, loops = xla_report.trip_cost(closed, xla, [(0, 3, "outer"), (1, 4, "inner")])
     matmul = 2 * 32**3
     assert xla["flops"] == pytest.approx(2 * matmul, rel=1e-3)  # each body once
     assert total["flops"] == pytest.approx(3 * (4 + 1) * matmul, rel=1e-3)
     assert [(r["trips"], r["inner"][0]["trips"]) for r in loops] == [(3, 4)]
+    assert loops[0]["source"].endswith("= outer")
+    assert loops[0]["inner"][0]["source"].endswith("= inner")
 
 
 def test_liveness_enters_while_loops_where_jax_dce_stops():
@@ -203,11 +214,13 @@ def test_liveness_enters_while_loops_where_jax_dce_stops():
 
         return jax.lax.fori_loop(0, n, body, (x, x))[0]
 
-    counts = xla_report.jaxpr_counts(jax.make_jaxpr(f)(jnp.ones(3), 5), [(5, "given")])
+    counts = xla_report.jaxpr_counts(jax.make_jaxpr(f)(jnp.ones(3), 5))
     assert counts.after_jax_dce == counts.traced  # JAX keeps the while loop whole
     assert counts.no_output_by_primitive == {"sin": 1, "mul": 1}
     assert counts.reaching_no_output == 2
-    assert [(loop.kind, loop.trips) for loop in counts.loops] == [("while", 5)]
+    # a while loop (traced bounds) has no trip count in the jaxpr: counted once, and said so
+    ((kind, trips, source),) = [(loop.kind, loop.trips, loop.source) for loop in counts.loops]
+    assert (kind, trips) == ("while", 1) and "counted once" in source
 
 
 @pytest.mark.slow
@@ -240,6 +253,7 @@ def test_render_names_every_measure(cli_run):
     ):
         assert needle in text, needle
     assert "does not turn off HLO fusion" in text
+    assert "run_chunk: 0 loop(s) without a known trip count and 1 conditional(s)" in text
     assert rep.apis["dce"].startswith("jax._src.interpreters.partial_eval.dce_jaxpr")
 
 

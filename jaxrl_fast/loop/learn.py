@@ -10,15 +10,14 @@ import jax.numpy as jnp
 from jaxrl_fast.agent.dqn import UpdateMetrics
 from jaxrl_fast.loop.extension import Hooks
 from jaxrl_fast.loop.parts import LoopParts
-from jaxrl_fast.loop.state import SeedState, sum_steps, zero_update_metrics
+from jaxrl_fast.loop.state import SeedState, sum_steps
 from jaxrl_fast.seeds import seed_vmap
 from jaxrl_fast.types import Array
 
 
-def make_learn(parts: LoopParts, hooks: Hooks) -> tuple[Callable, Callable]:
+def make_learn(parts: LoopParts, hooks: Hooks) -> Callable:
     """`learn(seeds, fp32, block) -> (seeds, UpdateMetrics summed over the block)` for all
-    seeds, and `skip_learning`, its stand-in (no update, zero metrics) in the prefill
-    iteration. Every gradient step is followed by the extensions' `after_update` hooks, given
+    seeds. Every gradient step is followed by the extensions' `after_update` hooks, given
     the number of updates done (shared by the seeds)."""
     agent, buffer = parts.agent, parts.buffer
     replay_sample = seed_vmap(buffer.sample, (buffer.seed_axes, 0, 0), 0)
@@ -47,7 +46,4 @@ def make_learn(parts: LoopParts, hooks: Hooks) -> tuple[Callable, Callable]:
         )
         return seeds, sum_steps(metrics)
 
-    def skip_learning(seeds: SeedState, fp32: Array, block: Array):
-        return seeds, zero_update_metrics(seeds.obs.shape[0])
-
-    return learn, skip_learning
+    return learn

@@ -4,16 +4,21 @@ The loop has its schedule in its shape, written once for every env kind, agent a
 extension:
 
     init      = reset envs, build agents and replay; block counter = -1 (prefill pending)
-    run_chunk = loop(iteration, blocks_per_chunk), plus the prefill iteration first when the
-                counter says it is pending (the first chunk)
-    iteration = loop(collect_step, n), n = collect_steps_per_block (prefill_steps for the
-                prefill iteration); then, in a training block, updates_per_block x learn_step
-                (`loop.learn`) and the target update when the block index says so
+    run_chunk = the prefill when the counter says it is pending (the first chunk), then
+                loop(iteration, blocks_per_chunk)
+    prefill   = loop(collect_step, prefill_steps)
+    iteration = loop(collect_step, collect_steps_per_block); updates_per_block x learn_step
+                (`loop.learn`); the target update when the block index says so
     collect_step: epsilon(t); act (per seed, through the agent's one policy); step the envs of
                 all seeds (`SeededEnv`); the reward the agent learns from; replay add
 
-The prefill is an iteration of the one loop (its learning behind a `lax.cond` on the shared block
-counter), so the collect step is compiled once, in `run_chunk`, not also in `init`.
+Every loop has a trip count fixed at compile time, and the only `cond` of the loop itself is the
+prefill's, once per chunk: XLA:GPU checks a loop of unknown length, and a `cond`'s predicate, on
+the host at every iteration. The target update is a select on the shared block counter. The
+collect step is one jitted function that the prefill and the blocks both call, so it is traced
+and lowered once (XLA still compiles both call sites). The `cond`s left in a run's program guard
+expensive work (`tests/loop/test_trip_counts.py` names them): the L3 tier's host callbacks, local
+SGD's and 1-bit Adam's collectives, and the opt-in fp32 fallback.
 
 Whatever a run adds (reward shaping, env variants and curricula, data replicas, the replay's host
 callbacks, the precision fallback, a user's own piece) is a loop extension
@@ -23,8 +28,8 @@ the loop itself names no feature.
 Seeds are a leading `[S]` axis. Replay add / sample / priorities are vmapped over the seeds (the
 replay's write cursors are shared, `Buffer.seed_axes`); acting and the gradient update run as
 `SeedChoices.seed_loop` says (vmapped, or one seed after another). The block counter and the
-fp32-fallback flag are shared by the seeds, so the target-update and precision `cond`s stay
-real branches. Metrics are typed NamedTuples reduced on device per chunk.
+fp32-fallback flag are shared by the seeds, so the prefill's and the fallback's `cond`s stay
+real branches under the seed vmap. Metrics are typed NamedTuples reduced on device per chunk.
 """
 
 from __future__ import annotations
@@ -160,44 +165,55 @@ def _make_collect_step(parts: LoopParts, hooks: Hooks) -> Callable:
     return collect_step
 
 
-def _make_iteration(parts: LoopParts, hooks: Hooks) -> Callable:
-    """`iteration(runner) -> (runner, (StepStats, UpdateMetrics))`: one block (or the prefill):
-    collect, learn, the target update when due, then the extensions' `after_block` hooks."""
+def _make_iteration(parts: LoopParts, hooks: Hooks) -> tuple[Callable, Callable]:
+    """`iteration(runner) -> (runner, (StepStats, UpdateMetrics))`: one training block (collect,
+    learn, the target update when due, then the extensions' `after_block` hooks), and
+    `prefill(runner) -> runner`: the `prefill_steps` collect steps before the first block (no
+    learning; their episodes the metrics leave out). Every loop in them has a trip count fixed
+    at compile time, and neither has a `cond` of its own: on a GPU a loop of unknown length, or
+    a `cond`, waits on the host at every iteration."""
     config = parts.config
-    collect_step = _make_collect_step(parts, hooks)
-    learn, skip_learning = make_learn(parts, hooks)
+    # traced once, lowered once: the prefill and the blocks call the same collect step
+    collect_step = jax.jit(_make_collect_step(parts, hooks))
+    learn = make_learn(parts, hooks)
     update_target = jax.vmap(parts.agent.update_target)
-    prefill, cpb = config.prefill_steps, config.collect_steps_per_block
+    prefill_steps, cpb = config.prefill_steps, config.collect_steps_per_block
     period = config.target_period_blocks
 
-    def iteration(runner: RunnerState) -> tuple[RunnerState, tuple]:
-        # The block counter is shared by the seeds, so its `cond`s stay real branches.
-        training = runner.block >= 0
-        fp32 = mp.shared_fallback(runner.seeds.agent.loss_scale)
-        # collect: prefill_steps steps in the prefill iteration, else one block's
-        first = jnp.where(training, prefill + runner.block * cpb, 0)
-        steps = jnp.where(training, cpb, prefill)
-
-        def collect(i, carry):
+    def collect(seeds: SeedState, first: Array, steps: int, fp32: Array):
+        def one(i, carry):
             seeds, stats = carry
             seeds, new = collect_step(seeds, first + i, fp32)
             seeds = hooks.after_collect(seeds, i, steps)
             return seeds, jax.tree.map(jnp.add, stats, new)
 
-        num_seeds = runner.seeds.obs.shape[0]
-        seeds, stats = jax.lax.fori_loop(
-            0, steps, collect, (runner.seeds, StepStats.zeros(num_seeds))
+        zeros = StepStats.zeros(seeds.obs.shape[0])
+        return jax.lax.fori_loop(0, steps, one, (seeds, zeros))
+
+    def prefill(runner: RunnerState) -> RunnerState:
+        fp32 = mp.shared_fallback(runner.seeds.agent.loss_scale)
+        seeds, stats = collect(runner.seeds, jnp.zeros((), jnp.int32), prefill_steps, fp32)
+        seeds = hooks.after_block(seeds, jax.tree.map(jnp.zeros_like, stats), runner.block, False)
+        return RunnerState(seeds, jnp.zeros_like(runner.block))
+
+    def iteration(runner: RunnerState) -> tuple[RunnerState, tuple]:
+        fp32 = mp.shared_fallback(runner.seeds.agent.loss_scale)
+        first = prefill_steps + runner.block * cpb
+        seeds, stats = collect(runner.seeds, first, cpb, fp32)
+        seeds, metrics = learn(seeds, fp32, runner.block)
+        # the target update: a select (the block counter is shared; no branch to wait on)
+        due = (runner.block + 1) % period == 0
+        agents = update_target(seeds.agent)
+        target = jax.tree.map(
+            lambda new, old: jnp.where(due, new, old),
+            agents.target_params,
+            seeds.agent.target_params,
         )
-        # learn (not in the prefill iteration, whose episodes the metrics leave out)
-        seeds, metrics = jax.lax.cond(training, learn, skip_learning, seeds, fp32, runner.block)
-        stats = jax.tree.map(lambda x: jnp.where(training, x, 0.0), stats)
-        # target
-        due = training & ((runner.block + 1) % period == 0)
-        seeds = seeds._replace(agent=jax.lax.cond(due, update_target, lambda a: a, seeds.agent))
-        seeds = hooks.after_block(seeds, stats, runner.block, training)
+        seeds = seeds._replace(agent=seeds.agent.replace(target_params=target))
+        seeds = hooks.after_block(seeds, stats, runner.block, True)
         return RunnerState(seeds, runner.block + 1), (stats, metrics)
 
-    return iteration
+    return iteration, prefill
 
 
 def make_train(
@@ -239,7 +255,7 @@ def make_train(
     hooks = fold((*builtin.DEFAULT, *extensions), parts)
     agent, buffer = parts.agent, parts.buffer
     init = _make_init(parts, hooks)
-    iteration = _make_iteration(parts, hooks)
+    iteration, prefill = _make_iteration(parts, hooks)
     evaluate_agents = make_evaluate(config, agent)
 
     def run_chunk(runner: RunnerState) -> tuple[RunnerState, ChunkMetrics]:
@@ -251,9 +267,11 @@ def make_train(
             runner, new = iteration(runner)
             return runner, jax.tree.map(jnp.add, totals, new)
 
-        # the first chunk also runs the prefill iteration (block -1 -> 0)
-        blocks = config.blocks_per_chunk + (runner.block < 0).astype(jnp.int32)
-        runner, (stats, upd) = jax.lax.fori_loop(0, blocks, body, (runner, totals))
+        # the first chunk runs the prefill first (block -1 -> 0): the program's one `cond`,
+        # taken once per chunk and guarding prefill_steps env steps
+        with jax.named_scope("prefill"):
+            runner = jax.lax.cond(runner.block < 0, prefill, lambda r: r, runner)
+        runner, (stats, upd) = jax.lax.fori_loop(0, config.blocks_per_chunk, body, (runner, totals))
         stats, upd = hooks.reduce_chunk(stats, upd)
         updates = config.blocks_per_chunk * config.updates_per_block
         counters = buffer.counters(runner.seeds.replay)

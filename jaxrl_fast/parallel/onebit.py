@@ -135,7 +135,8 @@ def onebit_adam(
             error = jax.tree.map(jnp.subtract, x, own)
             return mean, state.nu, error
 
-        mu, nu, error = jax.lax.cond(step < warmup_updates, full, compressed, grads, state)
+        with jax.named_scope("onebit_warmup"):  # two collectives of different sizes
+            mu, nu, error = jax.lax.cond(step < warmup_updates, full, compressed, grads, state)
         count = state.count + 1
         nu_count = jnp.minimum(count, warmup_updates)
         mu_corr = 1 - b1 ** count.astype(jnp.float32)

@@ -350,9 +350,11 @@ def _make_spill(
         return l3._replace(rows=rows, cursor=jnp.zeros_like(l3.cursor), fetches=l3.fetches + 1)
 
     def spill(l3: L3State, ring: Any) -> L3State:
-        l3 = jax.lax.cond(l3.committed - l3.spilled >= k, write, lambda s, _: s, l3, ring)
+        with jax.named_scope("l3_write"):  # a host callback: the branch is the point
+            l3 = jax.lax.cond(l3.committed - l3.spilled >= k, write, lambda s, _: s, l3, ring)
         if layout.rows > 0:
-            l3 = jax.lax.cond(l3.cursor >= layout.batches, fetch, lambda s: s, l3)
+            with jax.named_scope("l3_fetch"):
+                l3 = jax.lax.cond(l3.cursor >= layout.batches, fetch, lambda s: s, l3)
         return l3
 
     return spill

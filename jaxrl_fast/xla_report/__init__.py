@@ -5,10 +5,10 @@ never folded into one number, plus the conventional loop's extra work:
 
 (a) jaxpr equations, counted through every sub-jaxpr (scan / while / cond bodies, jit and
     custom_jvp / custom_vjp calls), as traced and after JAX's own dead-code elimination
-    (`partial_eval.dce_jaxpr`, the pass `jit` runs before lowering). JAX has no DCE rule for
-    `while` (the loop's `fori_loop`s with traced bounds), so it leaves everything inside the
-    loops; a while-aware liveness pass here counts the equations that reach no output (by
-    primitive). Loop bodies are also counted with their multiplicity per chunk.
+    (`partial_eval.dce_jaxpr`, the pass `jit` runs before lowering). The loop's `fori_loop`s
+    have fixed trip counts, so they are scans, which JAX's DCE enters (it has no rule for
+    `while`); a liveness pass here, through every sub-jaxpr, counts the equations that reach no
+    output (by primitive). Loop bodies are also counted with their multiplicity per chunk.
 (b) HLO instructions of the lowered (pre-optimisation) and the optimised module, its fusions (each
     one kernel), the instructions that run as their own thunk on CPU (an estimate from the text),
     while loops and conditionals; at the default and at the lowest optimisation settings.

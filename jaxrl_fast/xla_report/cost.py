@@ -33,25 +33,22 @@ def _compile_jaxpr(closed: Any) -> Any:
         return fn.lower(*args).compile()
 
 
-def _loops(jaxpr: Any, top: bool = True) -> list[tuple[Any, bool]]:
-    """The loop equations of `jaxpr` not inside another of its loops (through conds and calls),
-    each with `top`: it is the only while at the top level of `jaxpr`."""
-    eqns, out = closed_jaxpr(jaxpr).eqns, []
-    sole = sum(e.primitive.name == "while" for e in eqns) == 1
-    for eqn in eqns:
+def _loops(jaxpr: Any) -> list[Any]:
+    """The loop equations of `jaxpr` not inside another of its loops (through conds and calls)."""
+    out = []
+    for eqn in closed_jaxpr(jaxpr).eqns:
         if eqn.primitive.name in ("while", "scan"):
-            out.append((eqn, top and sole))
+            out.append(eqn)
         else:
             for sub in sub_jaxprs(eqn):
-                out += _loops(sub, top=False)
+                out += _loops(sub)
     return out
 
 
 def trip_cost(
     closed: Any,
     cost: dict[str, float],
-    while_trips: Sequence[tuple[int, str]] = (),
-    upb: int = 0,
+    sources: Sequence[tuple[int, int, str]] = (),
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """`cost` (XLA's, loop bodies once) with each loop body counted `trips` times.
 
@@ -62,22 +59,21 @@ def trip_cost(
     Args:
       closed: the program's jaxpr (`jax.make_jaxpr(f)(*args)`).
       cost: its `xla_cost` (of `jax.jit(f).lower(*args).compile()`).
-      while_trips: `(trips, source)` of the while loops by depth: the outermost first; each the
-        only while at the top level of the program or the enclosing body. Other whiles count once.
-      upb: updates per block, to name the learn scan in the sources.
+      sources: `(depth, trips, source)` naming the program's loops (`jaxprs.Walker`); a while
+        loop counts once.
 
     Returns:
       The total per call, and per loop: kind, depth, trips and their source, `once`,
       `per_iteration`, and its inner loops alike.
     """
-    return _trip_cost(closed, cost, Walker(while_trips, upb), 0)
+    return _trip_cost(closed, cost, Walker(sources), 0)
 
 
 def _trip_cost(closed, cost, walker, depth):
     total, rows = dict(cost), []
-    for eqn, top in _loops(closed.jaxpr):
+    for eqn in _loops(closed.jaxpr):
         body = eqn.params["body_jaxpr" if eqn.primitive.name == "while" else "jaxpr"]
-        trips, source = walker.trips(eqn, depth, top)
+        trips, source = walker.trips(eqn, depth)
         once = xla_cost(_compile_jaxpr(body))
         per_iter, inner = _trip_cost(body, once, walker, depth + 1)
         for k in _COST_KEYS:

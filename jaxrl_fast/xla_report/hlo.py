@@ -62,19 +62,7 @@ def hlo_counts(text: str) -> HloCounts:
     >>> c.instructions, c.fusions, c.fused_computations, c.thunks
     (4, 1, 1, 1)
     """
-    comps: dict[str, list[tuple[str, str]]] = {}
-    entry, current = None, None
-    for line in text.splitlines():
-        if current is None:
-            m = _HEADER.match(line)
-            if m and not line.startswith(("HloModule", " ")):
-                current = m.group(2)
-                comps[current] = []
-                entry = current if m.group(1) else entry
-        elif line.startswith("}"):
-            current = None
-        elif m := _INSTR.match(line):
-            comps[current].append((_opcode(m.group(1)), line))
+    comps, run = _parse(text)
     fused = {
         ref
         for ins in comps.values()
@@ -82,18 +70,6 @@ def hlo_counts(text: str) -> HloCounts:
         if op == "fusion"
         for ref in re.findall(r"calls=%?([\w.\-]+)", line)
     }
-    scheduled, todo = set(), [entry] if entry else []
-    while todo:
-        name = todo.pop()
-        if name in scheduled or name not in comps:
-            continue
-        scheduled.add(name)
-        for op, line in comps[name]:
-            for one, many in _SCHEDULED_REFS.findall(line):
-                todo += [one] if one else [r.strip().lstrip("%") for r in many.split(",")]
-            if op in ("call", "async-start"):
-                todo += re.findall(r"(?:calls|to_apply)=%?([\w.\-]+)", line)
-    run = [(op, line) for name in scheduled for op, line in comps[name]]
     thunks = collections.Counter(op for op, _ in run if op not in _NOT_THUNKS)
     return HloCounts(
         instructions=sum(len(v) for v in comps.values()),
@@ -115,4 +91,69 @@ def hlo_counts(text: str) -> HloCounts:
             int(n) for _, line in run for n in re.findall(r'known_trip_count":\{"n":"(\d+)"', line)
         ),
         conditionals=sum(op == "conditional" for op, _ in run),
+    )
+
+
+def _parse(text: str) -> tuple[dict[str, list[tuple[str, str]]], list[tuple[str, str]]]:
+    """HLO text's computations (name -> [(opcode, line)]) and the instructions that run (those
+    of the entry, loop bodies and conditions, branches and calls; not fused ones)."""
+    comps: dict[str, list[tuple[str, str]]] = {}
+    entry, current = None, None
+    for line in text.splitlines():
+        if current is None:
+            m = _HEADER.match(line)
+            if m and not line.startswith(("HloModule", " ")):
+                current = m.group(2)
+                comps[current] = []
+                entry = current if m.group(1) else entry
+        elif line.startswith("}"):
+            current = None
+        elif m := _INSTR.match(line):
+            comps[current].append((_opcode(m.group(1)), line))
+    scheduled, todo = set(), [entry] if entry else []
+    while todo:
+        name = todo.pop()
+        if name in scheduled or name not in comps:
+            continue
+        scheduled.add(name)
+        for op, line in comps[name]:
+            for one, many in _SCHEDULED_REFS.findall(line):
+                todo += [one] if one else [r.strip().lstrip("%") for r in many.split(",")]
+            if op in ("call", "async-start"):
+                todo += re.findall(r"(?:calls|to_apply)=%?([\w.\-]+)", line)
+    return comps, [(op, line) for name in scheduled for op, line in comps[name]]
+
+
+@dataclasses.dataclass(frozen=True)
+class HostWaits:
+    """What makes XLA:GPU wait on the host inside one compiled program: `while` loops without a
+    trip count known at compile time (their condition is read on the host every iteration) and
+    `conditional`s (their predicate is), each by its op name (`jax.named_scope`s included)."""
+
+    unknown_trip_loops: list[str]
+    conditionals: list[str]
+
+
+def host_waits(text: str) -> HostWaits:
+    """`HostWaits` of optimised HLO text (`Compiled.as_text()`; XLA annotates the trip counts
+    it can prove while it optimises, on CPU as on GPU).
+
+    >>> text = '''ENTRY %main (x: s32[]) -> s32[] {
+    ...   %x = s32[] parameter(0)
+    ...   ROOT %w = s32[] while(%x), condition=%c, body=%b, metadata={op_name="jit(f)/while"}
+    ... }'''
+    >>> host_waits(text).unknown_trip_loops
+    ['jit(f)/while']
+    """
+    _, run = _parse(text)
+
+    def name(line: str) -> str:
+        m = re.search(r'op_name="([^"]*)"', line)
+        return m.group(1) if m else line.split("=", 1)[0].strip()
+
+    return HostWaits(
+        unknown_trip_loops=sorted(
+            name(line) for op, line in run if op == "while" and "known_trip_count" not in line
+        ),
+        conditionals=sorted(name(line) for op, line in run if op == "conditional"),
     )

@@ -54,35 +54,36 @@ class Loop:
 
 
 class Walker:
-    """Walks a jaxpr with loop multiplicities: `while_trips[d]` is the trip count of a while loop
-    nested in d others (the fused loop: blocks per chunk, collect steps per block); scans carry
-    their own length. Whiles deeper than `while_trips` count once (and say so)."""
+    """Walks a jaxpr with loop multiplicities. A scan carries its own length; `sources` name
+    them: `(depth, trips, source)` for the loops of the program (the fused loop: the prefill and
+    the blocks at depth 0, a block's collect and learn loops at depth 1), matched in order to
+    the scans of that depth and length. A while loop (no trip count in the jaxpr) counts once,
+    and says so."""
 
-    def __init__(self, while_trips: Sequence[tuple[int, str]], upb: int = 0):
-        self.while_trips, self.upb = tuple(while_trips), upb
+    def __init__(self, sources: Sequence[tuple[int, int, str]] = ()):
+        self.sources = list(sources)
         self.loops: list[Loop] = []
 
-    def trips(self, eqn: Any, depth: int, top: bool) -> tuple[int, str]:
-        """A loop's trip count and its source; `top`: the only while at the top level of the
-        program or of the enclosing loop's body (not inside a cond or a call)."""
+    def trips(self, eqn: Any, depth: int, top: bool = True) -> tuple[int, str]:
+        """A loop's trip count and its source."""
         if eqn.primitive.name == "scan":
             n = int(eqn.params["length"])
-            note = " = TrainConfig.updates_per_block" if n == self.upb else ""
-            return n, f"scan length in the jaxpr{note}"
-        if top and depth < len(self.while_trips):
-            return self.while_trips[depth]
+            for i, (d, trips, source) in enumerate(self.sources):
+                if (d, trips) == (depth, n):
+                    del self.sources[i]
+                    return n, f"scan length in the jaxpr = {source}"
+            return n, "scan length in the jaxpr"
         return 1, "unknown (a while loop the report cannot size): counted once"
 
-    def weighted(self, jaxpr: Any, depth: int = 0, top: bool = True) -> float:
+    def weighted(self, jaxpr: Any, depth: int = 0) -> float:
         """Equations run per call; a cond counts its largest branch (as XLA's cost does).
         Records each loop in `self.loops`."""
         total, eqns = 0.0, closed_jaxpr(jaxpr).eqns
-        sole = sum(e.primitive.name == "while" for e in eqns) == 1
         for eqn in eqns:
             total += 1
             name = eqn.primitive.name
             if name in ("while", "scan"):
-                trips, source = self.trips(eqn, depth, top and sole)
+                trips, source = self.trips(eqn, depth)
                 body = eqn.params["body_jaxpr" if name == "while" else "jaxpr"]
                 self.loops.append(Loop(name, depth, trips, source, sum(count_eqns(body).values())))
                 inner = self.weighted(body, depth + 1)
@@ -90,9 +91,9 @@ class Walker:
                     inner += sum(count_eqns(eqn.params["cond_jaxpr"]).values())
                 total += trips * inner
             elif name == "cond":
-                total += max(self.weighted(b, depth, False) for b in eqn.params["branches"])
+                total += max(self.weighted(b, depth) for b in eqn.params["branches"])
             else:
-                total += sum(self.weighted(s, depth, False) for s in sub_jaxprs(eqn))
+                total += sum(self.weighted(s, depth) for s in sub_jaxprs(eqn))
         return total
 
 
@@ -173,8 +174,9 @@ class JaxprCounts:
     loops: list[Loop]
 
 
-def jaxpr_counts(closed: Any, while_trips: Sequence[tuple[int, str]] = (), upb: int = 0):
-    """Measure (a) on a traced program (`jax.make_jaxpr(f)(*args)`)."""
+def jaxpr_counts(closed: Any, sources: Sequence[tuple[int, int, str]] = ()):
+    """Measure (a) on a traced program (`jax.make_jaxpr(f)(*args)`); `sources` name its loops
+    (`Walker`)."""
     from jax._src.interpreters import partial_eval as pe
 
     jaxpr = closed.jaxpr
@@ -183,7 +185,7 @@ def jaxpr_counts(closed: Any, while_trips: Sequence[tuple[int, str]] = (), upb: 
     after = count_eqns(dced)
     dead: collections.Counter = collections.Counter()
     _live(jaxpr, [True] * len(jaxpr.outvars), dead)
-    walker = Walker(while_trips, upb)
+    walker = Walker(sources)
     per_call = walker.weighted(jaxpr)
     return JaxprCounts(
         traced=sum(before.values()),

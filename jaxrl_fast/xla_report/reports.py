@@ -15,7 +15,7 @@ import numpy as np
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.resolve import ResolvedRun, resolve
 from jaxrl_fast.xla_report.cost import Cost, compiled_memory, trip_cost, xla_cost
-from jaxrl_fast.xla_report.hlo import HloCounts, hlo_counts
+from jaxrl_fast.xla_report.hlo import HloCounts, HostWaits, hlo_counts, host_waits
 from jaxrl_fast.xla_report.jaxprs import JaxprCounts, jaxpr_counts
 from jaxrl_fast.xla_report.render import render_report
 from jaxrl_fast.xla_report.timing import time_iterations, timed
@@ -50,6 +50,7 @@ class ProgramReport:
     hlo_optimised: HloCounts  # default settings
     hlo_optimised_lowest: HloCounts | None  # LOWEST_OPTIONS (run_chunk only)
     cost: Cost
+    host_waits: HostWaits  # what XLA:GPU would wait on the host for, in the optimised HLO
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,22 +87,33 @@ def plain_value(x: Any) -> Any:
 
 
 def _trip_counts(config: TrainConfig) -> dict:
-    """The trip counts of run_chunk's loops, each with where it comes from."""
+    """The trip counts of run_chunk's loops, each with where it comes from and its depth."""
     return {
+        "prefill_steps": {
+            "value": config.prefill_steps,
+            "depth": 0,
+            "source": f"TrainConfig.prefill_steps = learning_starts {config.learning_starts} // "
+            f"env.num_envs {config.env.num_envs}: the prefill's loop, inside the prefill cond "
+            "(run in the first chunk only; the counts here include it, as XLA's cost counts a "
+            "cond's costliest branch)",
+        },
         "blocks_per_chunk": {
             "value": config.blocks_per_chunk,
+            "depth": 0,
             "source": f"TrainConfig.blocks_per_chunk = num_blocks {config.num_blocks} // chunks "
-            f"{config.chunks}: the outer while loop (fori_loop over blocks)",
+            f"{config.chunks}: the outer loop (fori_loop over blocks, a fixed trip count)",
         },
         "collect_steps_per_block": {
             "value": config.collect_steps_per_block,
+            "depth": 1,
             "source": f"TrainConfig.collect_steps_per_block = train_frequency "
-            f"{config.train_frequency} // env.num_envs {config.env.num_envs}: the inner while",
+            f"{config.train_frequency} // env.num_envs {config.env.num_envs}: a block's collect "
+            "loop",
         },
         "updates_per_block": {
             "value": config.updates_per_block,
-            "source": "TrainConfig.updates_per_block: a scan of that length inside the learn "
-            "cond (no loop when 1)",
+            "depth": 1,
+            "source": "TrainConfig.updates_per_block: a block's learn loop (no loop when 1)",
         },
     }
 
@@ -138,7 +150,7 @@ def report(
     run = config_or_run if isinstance(config_or_run, ResolvedRun) else resolve(config_or_run)
     config, platform = run.config, run.device.platform
     trips = _trip_counts(config)
-    while_trips = [(v["value"], v["source"]) for k, v in trips.items() if k != "updates_per_block"]
+    sources = [(v["depth"], v["value"], k) for k, v in trips.items()]
     keys = seeds.train_keys(config)
     fns = make_train(run)
     eager: list = []  # the op-by-op loops (each holds a replay buffer to close)
@@ -156,9 +168,7 @@ def report(
         t = time.perf_counter()
         programs = {
             "init": _program(jax.make_jaxpr(fns.init)(keys), init_low, init_c, None, ()),
-            "run_chunk": _program(
-                chunk_jaxpr, chunk_low, chunk_c, lowest_c, while_trips, config.updates_per_block
-            ),
+            "run_chunk": _program(chunk_jaxpr, chunk_low, chunk_c, lowest_c, sources),
         }
         analysis_s = time.perf_counter() - t
         per_iteration, blocks, first_s, warm_s = time_iterations(
@@ -213,15 +223,16 @@ def report(
     )
 
 
-def _program(closed, lowered, compiled, lowest, while_trips, upb: int = 0) -> ProgramReport:
-    with_trips, loops = trip_cost(closed, xla_cost(compiled), while_trips, upb)
+def _program(closed, lowered, compiled, lowest, sources) -> ProgramReport:
+    with_trips, loops = trip_cost(closed, xla_cost(compiled), sources)
     memory, peak = compiled_memory(compiled)
     return ProgramReport(
-        jaxpr=jaxpr_counts(closed, while_trips, upb),
+        jaxpr=jaxpr_counts(closed, sources),
         hlo_lowered=hlo_counts(lowered.as_text(dialect="hlo")),
         hlo_optimised=hlo_counts(compiled.as_text()),
         hlo_optimised_lowest=None if lowest is None else hlo_counts(lowest.as_text()),
         cost=Cost(xla_cost(compiled), with_trips, loops, memory, peak),
+        host_waits=host_waits(compiled.as_text()),
     )
 
 
@@ -234,14 +245,21 @@ def _notes(programs: dict[str, ProgramReport]) -> list[str]:
         f"{chunk.hlo_optimised.fusions} fusions ({'the same' if same else 'they differ'}): "
         "xla_backend_optimization_level=0 lowers LLVM's level, it does not turn off HLO fusion "
         "or DCE.",
-        "JAX's DCE has no rule for while loops: the loop's fori_loops (traced bounds) keep "
-        "their bodies whole; 'reaching no output' counts what a while-aware pass finds dead "
-        "there (XLA's HLO DCE and while-loop simplifier can remove it).",
-        "cost: XLA counts a while body once and a conditional as its costliest branch (the "
-        "learn branch; the target copy is counted every block); loops XLA creates below the "
+        "the loop's fori_loops have trip counts fixed at trace time, so JAX traces them as "
+        "scans, which its DCE enters; 'reaching no output' counts what a liveness pass through "
+        "every sub-jaxpr finds dead (XLA's HLO DCE can remove more).",
+        "cost: XLA counts a loop body once and a conditional as its costliest branch (the "
+        "prefill branch, which runs in the first chunk only); loops XLA creates below the "
         "jaxpr (known_trip_counts: threefry's rounds on CPU) stay counted once.",
         "counts of the analysed programs on one device; evaluate is not analysed.",
     ]
+    for name, prog in programs.items():
+        waits = prog.host_waits
+        notes.append(
+            f"{name}: {len(waits.unknown_trip_loops)} loop(s) without a known trip count and "
+            f"{len(waits.conditionals)} conditional(s) ({', '.join(waits.conditionals) or '-'}): "
+            "on a GPU each waits on the host at every iteration"
+        )
     if cache:
         notes.append(f"a persistent compilation cache is on ({cache}): compile times may be hits")
     return notes

@@ -31,7 +31,8 @@ def data_parallel(parts: LoopParts) -> Extension | None:
         )
 
     def local_sgd(agent_state, updates_done):
-        return jax.lax.cond(exchange.due(updates_done), average, lambda a: a, agent_state)
+        with jax.named_scope("local_sgd_average"):  # a collective every K updates
+            return jax.lax.cond(exchange.due(updates_done), average, lambda a: a, agent_state)
 
     return Extension(
         "data_parallel",

@@ -16,7 +16,8 @@ def replay_spill(parts: LoopParts) -> Extension | None:
 
     def after_collect(seeds, i, steps):
         due = ((i + 1) % cpb == 0) | (i + 1 == steps)
-        replay = jax.lax.cond(due, buffer.spill, lambda r: r, seeds.replay)
+        with jax.named_scope("l3_spill"):  # the L3 tier's host callbacks, once per block
+            replay = jax.lax.cond(due, buffer.spill, lambda r: r, seeds.replay)
         return seeds._replace(replay=replay)
 
     return Extension("replay_spill", after_collect=after_collect)
