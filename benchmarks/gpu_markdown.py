@@ -1,4 +1,4 @@
-"""Markdown for `benchmarks/gpu_suite.py`'s results: one table per section."""
+"""Markdown for `benchmarks/gpu_check.py`'s results: the plan, then one table per section."""
 
 from __future__ import annotations
 
@@ -17,15 +17,23 @@ def _render_sweep(r: dict) -> list[str]:
     lines = [
         f"`{r['preset']}` ({r['env']}), {r['rows'][0]['env_steps_per_seed']:,} env steps per seed",
         "",
-        "| seeds | devices | compile s | env-steps/s (all seeds) | training-phase env-steps/s |",
-        "|---:|---:|---:|---:|---:|",
+        "| precision | seeds | devices | compile s | env-steps/s (all seeds) "
+        "| training-phase env-steps/s |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for row in r["rows"]:
         lines.append(
-            f"| {row['num_seeds']:,} | {row['num_devices']} | {row['compile_s']:.1f} | "
-            f"{_n(row['env_steps_per_s'])} | {_n(row['train_env_steps_per_s'])} |"
+            f"| {row.get('variant', 'auto')} | {row['num_seeds']:,} | {row['num_devices']} | "
+            f"{row['compile_s']:.1f} | {_n(row['env_steps_per_s'])} | "
+            f"{_n(row['train_env_steps_per_s'])} |"
         )
     return lines
+
+
+def _render_envpool(r: dict) -> list[str]:
+    counts = ", ".join(f"{n} {w}" for w, n in r["counts"].items()) or "-"
+    return [f"`tests/envs/test_envpool.py`: {counts} in {r['wall_s']:.1f} s (pytest exit "
+            f"{r['returncode']})"]  # fmt: skip
 
 
 def _render_pong(r: dict) -> list[str]:
@@ -110,8 +118,8 @@ def _render_l3(r: dict) -> list[str]:
 
 
 RENDER = {
+    "envpool": _render_envpool,
     "cartpole": _render_sweep,
-    "minatar": _render_sweep,
     "pong": _render_pong,
     "precision": _render_precision,
     "per": _render_per,
@@ -119,23 +127,43 @@ RENDER = {
 }
 
 
-def render(r: dict) -> str:
+def render_check(r: dict) -> str:
+    """`benchmarks/gpu_check.py`'s report: the plan, then each section finished so far."""
     m = r["machine"]
     tiny = " --tiny" if r["tiny"] else ""
     lines = [
-        f"# GPU suite{' (tiny: smoke sizes, not results)' if r['tiny'] else ''}",
+        f"# GPU check{' (tiny: smoke sizes, not results)' if r['tiny'] else ''}",
         "",
-        f"{machine_line(m)} ({r['device_kind']}). Produced by `python benchmarks/gpu_suite.py{tiny}` "
-        f"in {r['benchmark_time_s']:.0f} s.",
+        f"{machine_line(m)} ({r['backend']}: {r['device_kind']}; jax {r['jax']}). Produced by "
+        f"`python benchmarks/gpu_check.py{tiny}` in {r.get('benchmark_time_s', 0):.0f} s of a "
+        f"{r['budget_s']:.0f} s budget.",
         "",
+        "| section | status | s | limit s |",
+        "|---|---|---:|---:|",
     ]
+    for name, limit in r["limits_s"].items():
+        rec = r["sections"].get(name)
+        if rec is None:
+            lines.append(f"| {name} | not reached | - | {limit:.0f} |")
+        else:
+            lines.append(
+                f"| {name} | {rec['status']} | {rec['wall_s']:.0f} | {rec['limit_s']:.0f} |"
+            )
+    lines.append("")
     for name, rec in r["sections"].items():
         lines += [f"## {name} ({rec['status']}, {rec['wall_s']:.0f} s)", ""]
         if rec["status"] == "ok":
             lines += RENDER[name](rec["result"])
+            skipped = [
+                f"{c['obs']} {impl}: {why}"
+                for c in rec["result"].get("cells", [])
+                for impl, why in c.get("skipped", {}).items()
+            ]
+            if skipped:
+                lines += ["", "Cells left out: " + "; ".join(skipped)]
         elif rec["status"] == "skipped":
             lines.append(f"Skipped: {rec['reason']}")
         else:
-            lines.append(f"Error: `{rec['error']}`")
+            lines.append(f"{rec['status'].capitalize()}: `{rec['error']}`")
         lines.append("")
     return "\n".join(lines)

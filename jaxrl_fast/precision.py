@@ -64,6 +64,8 @@ class PrecisionPolicy:
       fallback: whether the run may switch its compute to fp32 (never for fp32 compute).
       growth_interval, min_scale, fallback_overflows, fallback_window: see `PrecisionConfig`.
       reason: why this policy was chosen (the device, for "auto").
+      matmuls: what the matmuls and convolutions compute in on the device ("TF32" where fp32
+        inputs run as TF32: `matmul_arithmetic`).
     """
 
     compute: str = "fp32"
@@ -76,6 +78,7 @@ class PrecisionPolicy:
     fallback_overflows: int = 32
     fallback_window: int = 1000
     reason: str = "set in the config"
+    matmuls: str = "fp32"
 
     @property
     def compute_dtype(self) -> Any:
@@ -100,7 +103,11 @@ class PrecisionPolicy:
             scale = f"static loss scale {self.scale:g}"
         else:
             scale = "no loss scale"
-        parts = [f"compute {self.compute} (params fp32)", scale]
+        matmuls = f"matmuls {self.matmuls}"
+        if self.matmuls != self.compute:
+            precision = self.matmul_precision
+            matmuls += f" (matmul precision {precision!r}; 'highest' for {self.compute})"
+        parts = [f"compute {self.compute} (params fp32)", matmuls, scale]
         if self.skip_nonfinite:
             parts.append("non-finite updates skipped")
         if self.fallback:
@@ -109,43 +116,82 @@ class PrecisionPolicy:
                 f"{self.fallback_window} steps"
                 + (f" or a scale below {self.min_scale:g}" if self.loss_scale == "dynamic" else "")
             )
-        if self.matmul_precision != "default":
-            parts.append(f"matmul precision {self.matmul_precision}")
         return "precision: " + ", ".join(parts) + f" [{self.reason}]"
 
 
-def auto_compute(device: Any) -> tuple[str, str]:
-    """The compute dtype `compute="auto"` picks on `device`, and why.
+# Where `compute="auto"` goes low precision: only a torso whose matmuls and convolutions are big
+# enough for tensor cores to pay for the casts (the Nature CNN on 84x84 frames). The MLPs and the
+# MinAtar CNN stay fp32 everywhere: their presets were tuned in fp32 and their layers are too
+# small for low precision to buy time.
+LOW_PRECISION_TORSOS = ("nature",)
+# Compute capability from which NVIDIA GPUs have fp16 tensor cores (Volta).
+TENSOR_CORES_FROM_COMPUTE_CAPABILITY = 7.0
 
-    CPU: fp32 (XLA:CPU upcasts bf16/f16 dots and convolutions to f32, so low precision only adds
-    converts). NVIDIA GPU: bf16 from compute capability 8.0 (Ampere), fp16 below it (T4 is 7.5).
-    TPU: bf16. Anything else, or a GPU whose capability cannot be read: fp32.
+
+def _capability(device: Any) -> float | None:
+    try:
+        return float(getattr(device, "compute_capability", None))
+    except (TypeError, ValueError):
+        return None
+
+
+def auto_compute(device: Any, torso: str = "mlp") -> tuple[str, str]:
+    """The compute dtype `compute="auto"` picks for a network with `torso` on `device`, and why.
+
+    fp32 for the MLP and MinAtar-sized ("cnn") torsos on every device. The Nature CNN: bf16 on
+    NVIDIA GPUs from compute capability 8.0 (Ampere) and on TPU, fp16 (with dynamic loss scaling)
+    on GPUs with tensor cores but no bf16 (7.x: V100, T4), fp32 on older GPUs and on CPU
+    (XLA:CPU upcasts bf16/f16 dots and convolutions to f32, so low precision only adds converts),
+    and on a GPU whose capability cannot be read.
     """
     platform = str(getattr(device, "platform", "cpu")).lower()
     kind = str(getattr(device, "device_kind", platform))
+    if torso not in LOW_PRECISION_TORSOS:
+        return "fp32", f"auto: fp32 for the {torso} torso on every device"
     if platform == "tpu":
         return "bf16", f"auto: TPU {kind!r} computes in bf16"
     if platform in ("gpu", "cuda", "rocm"):
         capability = getattr(device, "compute_capability", None)
-        try:
-            major_minor = float(capability)
-        except (TypeError, ValueError):
+        major_minor = _capability(device)
+        if major_minor is None:
             return "fp32", f"auto: GPU {kind!r} with unknown compute capability {capability!r}"
         if major_minor >= BF16_FROM_COMPUTE_CAPABILITY:
             return "bf16", f"auto: GPU {kind!r} (compute capability {capability}) has bf16"
-        return "fp16", f"auto: GPU {kind!r} (compute capability {capability}) has no bf16"
+        if major_minor >= TENSOR_CORES_FROM_COMPUTE_CAPABILITY:
+            return "fp16", f"auto: GPU {kind!r} (compute capability {capability}) has no bf16"
+        return "fp32", f"auto: GPU {kind!r} (compute capability {capability}) has no tensor cores"
     return "fp32", f"auto: {platform} {kind!r} computes low precision in f32"
 
 
-def resolve_precision(config: PrecisionConfig, device: Any | None = None) -> PrecisionPolicy:
-    """Resolve a `PrecisionConfig` for `device` (default: the first local device).
+def matmul_arithmetic(compute: str, matmul_precision: str, device: Any) -> str:
+    """What the matmuls and convolutions of a network computing in `compute` really do on
+    `device`: "TF32" for fp32 inputs at precision "default"/"high" on an Ampere or newer NVIDIA
+    GPU (a 10-bit mantissa, not fp32), "bf16 passes" on a TPU below "highest"; else `compute`."""
+    platform = str(getattr(device, "platform", "cpu")).lower()
+    if compute != "fp32" or matmul_precision == "highest":
+        return compute
+    if platform in ("gpu", "cuda"):
+        capability = _capability(device)
+        if capability is not None and capability >= BF16_FROM_COMPUTE_CAPABILITY:
+            return "TF32"
+    if platform == "tpu":
+        return "bf16 passes" if matmul_precision == "default" else "bf16x3 passes"
+    return "fp32"
+
+
+def resolve_precision(
+    config: PrecisionConfig, device: Any | None = None, torso: str = "mlp"
+) -> PrecisionPolicy:
+    """Resolve a `PrecisionConfig` for a network with `torso` on `device` (default: the first
+    local device).
 
     `compute="auto"` is chosen by `auto_compute`; `loss_scale="auto"` is dynamic for fp16 and none
     otherwise. The fallback applies only to low-precision compute.
     """
+    device = device if device is not None else jax.local_devices()[0]
     compute, reason = config.compute, "set in the config"
     if compute == "auto":
-        compute, reason = auto_compute(device if device is not None else jax.local_devices()[0])
+        compute, reason = auto_compute(device, torso)
     kind = config.loss_scale
     if kind == "auto":
         kind = "dynamic" if compute == "fp16" else "none"
@@ -165,6 +211,7 @@ def resolve_precision(config: PrecisionConfig, device: Any | None = None) -> Pre
         fallback_overflows=config.fallback_overflows,
         fallback_window=config.fallback_window,
         reason=reason,
+        matmuls=matmul_arithmetic(compute, config.matmul_precision, device),
     )
 
 

@@ -118,17 +118,27 @@ def resolve(
             + ("; a pool env holds num_seeds x num_envs)." if env.single_device else ").")
         )
     config = resolve_capacity(config, device=device, spec=env.spec)
-    check_fits(config, device=device, spec=env.spec, seed_devices=_spread(num_seeds, device))
-    precision = resolve_precision(config.precision, device)
+    # a pool env, or L3's host callbacks, keep every seed on one device: no split over devices
+    one_device = env.single_device or config.replay.l3 != "off"
+    spread = memory_spread(num_seeds, device, one_device=one_device)
+    check_fits(config, device=device, spec=env.spec, seed_devices=spread)
+    torso = config.network.torso(env.spec.obs_shape)
+    precision = resolve_precision(config.precision, device, torso)
     choices = resolve_choices(config, str(device.platform))
     demos = load_demos(config)  # files are read here, never while building or tracing
     return ResolvedRun(config, env, precision, choices, device, demos)
 
 
-def _spread(num_seeds: int, device: Any) -> int:
-    """Devices the seeds of a run on `device` are spread over, as `train` does by default
-    (`parallel.seed_devices` over the local devices); 1 on a CPU, whose devices share host RAM."""
-    if device.platform == "cpu":
+def memory_spread(
+    num_seeds: int, device: Any, *, one_device: bool = False, local: Any = None
+) -> int:
+    """Devices whose memory the replay of a run on `device` is split over, as `train` places
+    its seeds (`parallel.seed_devices` over the `local` devices, default all of this process's):
+    1 on a CPU, whose devices share host RAM, and 1 where the run keeps every seed on one
+    device (`one_device`: a pool env, or L3's host callbacks), so that the memory check refuses
+    what would not fit there instead of an out-of-memory crash."""
+    if device.platform == "cpu" or one_device:
         return 1
-    local = [d for d in jax.local_devices() if d.platform == device.platform]
+    local = jax.local_devices() if local is None else local
+    local = [d for d in local if d.platform == device.platform]
     return len(seed_devices(num_seeds, local)) if device in local else 1

@@ -58,11 +58,14 @@ compile_cache.enable(_CACHE)
 
 
 def child_env(*, cache: bool = True, **extra: str) -> dict[str, str]:
-    """The environment of a child Python process a test starts: the session's XLA flags (its
-    optimisation level; a forced CPU device count dropped, as the child sets its own devices),
-    the session's compilation cache unless `cache=False` (a child compiling a program the
-    session already compiled loads it), and `extra`."""
-    env = {**os.environ, **extra}
+    """The environment of a child Python process a test starts: the CPU platform
+    (`JAX_PLATFORMS=cpu`: the children set CPU device counts, `use_cpu_cores(2)`, and build
+    meshes of them, which on a GPU machine would otherwise land on its one GPU; `extra` may
+    say otherwise), the session's XLA flags (its optimisation level; a forced CPU device count
+    dropped, as the child sets its own devices), the session's compilation cache unless
+    `cache=False` (a child compiling a program the session already compiled loads it), and
+    `extra`."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", **extra}
     flags = [f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
     env["XLA_FLAGS"] = " ".join(flags)
     if cache:  # JAX reads its config options from upper-case environment variables
@@ -145,7 +148,7 @@ LONGEST = (
     "test_recurrent.py",
     "test_envpool.py",
     "test_multiprocess.py",
-    "test_gpu_suite.py",
+    "test_gpu_check.py",
     "test_claims.py",
     "test_variation.py",
     "test_checkpoint.py",

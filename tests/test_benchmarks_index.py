@@ -13,6 +13,7 @@ BENCH = ROOT / "benchmarks"
 HELPERS = {
     "common.py",
     "gpu_markdown.py",
+    "gpu_sections.py",
     "reference_loop.py",
     "claims_measure.py",
     "claims_render.py",

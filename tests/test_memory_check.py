@@ -92,3 +92,23 @@ def test_large_capacity_that_fits_resolves():
     rows = free // 2 // 30 // 10 * 10  # half the free memory in 30-byte CartPole rows
     run = resolve(cfg.replace(replay={"capacity": min(rows, 2**30 - 10)}))  # allocates nothing
     assert run.config.replay.capacity == min(rows, 2**30 - 10)
+
+
+def test_the_replay_splits_over_gpus_only_where_the_seeds_do():
+    """On 4 GPUs, 8 seeds spread over all 4 (a quarter of the replay each); a pool env or L3's
+    host callbacks keep all seeds, and so all the replay, on one: checked against one GPU."""
+    from types import SimpleNamespace
+
+    from jaxrl_fast.resolve import memory_spread
+
+    gpus = [SimpleNamespace(platform="gpu", id=i) for i in range(4)]
+    assert memory_spread(8, gpus[0], local=gpus) == 4
+    assert memory_spread(6, gpus[0], local=gpus) == 3  # the most that divide the seeds
+    assert memory_spread(8, gpus[0], one_device=True, local=gpus) == 1
+    assert memory_spread(8, SimpleNamespace(platform="cpu"), local=gpus) == 1
+    # 8 seeds x 30 GB of rows: fits devices with a quarter of it free 4 ways, not 1 way
+    cfg = presets.get("cartpole").replace(num_seeds=8, replay={"capacity": 10**9})
+    needed = plan(cfg).device_bytes
+    check_fits(cfg, device_memory=needed // 4 + 1, host_memory=10**15, seed_devices=4)
+    with pytest.raises(ValueError, match="ReplayConfig.capacity"):
+        check_fits(cfg, device_memory=needed // 4 + 1, host_memory=10**15, seed_devices=1)

@@ -116,7 +116,9 @@ def test_a_policy_saved_on_two_devices_loads_on_one(tmp_path):
     count, actions = fresh.stdout.split(maxsplit=1)
     assert count == "1" and json.loads(actions) == saved["a"]
     here = Policy.load(path)
-    np.testing.assert_allclose(np.asarray(here.q_values(OBS)), saved["q"], rtol=1e-6, atol=1e-6)
+    # this process may be a GPU's, whose fp32 matmuls run as TF32: agree to its rounding
+    tol = 1e-6 if jax.default_backend() == "cpu" else 1e-2
+    np.testing.assert_allclose(np.asarray(here.q_values(OBS)), saved["q"], rtol=tol, atol=tol)
 
 
 @pytest.fixture()

@@ -61,23 +61,60 @@ def _device(platform, kind, capability=None):
 
 
 @pytest.mark.parametrize(
-    "device, compute, loss_scale",
+    "device, compute, loss_scale, matmuls",
     [
-        (_device("cpu", "cpu"), "fp32", "none"),
-        (_device("gpu", "Tesla T4", "7.5"), "fp16", "dynamic"),
-        (_device("gpu", "Tesla V100-SXM2-16GB", "7.0"), "fp16", "dynamic"),
-        (_device("gpu", "NVIDIA A100-SXM4-40GB", "8.0"), "bf16", "none"),
-        (_device("gpu", "NVIDIA H100 80GB HBM3", "9.0"), "bf16", "none"),
-        (_device("tpu", "TPU v4"), "bf16", "none"),
-        (_device("gpu", "mystery GPU", None), "fp32", "none"),
+        (_device("cpu", "cpu"), "fp32", "none", "fp32"),
+        (_device("gpu", "Tesla P100-PCIE-16GB", "6.0"), "fp32", "none", "fp32"),
+        (_device("gpu", "Tesla T4", "7.5"), "fp16", "dynamic", "fp16"),
+        (_device("gpu", "Tesla V100-SXM2-16GB", "7.0"), "fp16", "dynamic", "fp16"),
+        (_device("gpu", "NVIDIA A100-SXM4-40GB", "8.0"), "bf16", "none", "bf16"),
+        (_device("gpu", "NVIDIA H100 80GB HBM3", "9.0"), "bf16", "none", "bf16"),
+        (_device("tpu", "TPU v4"), "bf16", "none", "bf16"),
+        (_device("gpu", "mystery GPU", None), "fp32", "none", "fp32"),
     ],
 )
-def test_auto_policy_per_device_kind(device, compute, loss_scale):
-    policy = mp.resolve_precision(PrecisionConfig(), device)
-    assert (policy.compute, policy.loss_scale) == (compute, loss_scale)
-    assert policy.fallback == (compute != "fp32")
+def test_auto_policy_for_the_nature_cnn_per_device_kind(device, compute, loss_scale, matmuls):
+    policy = mp.resolve_precision(PrecisionConfig(), device, torso="nature")
+    assert (policy.compute, policy.loss_scale, policy.matmuls) == (compute, loss_scale, matmuls)
+    assert policy.fallback is False  # opt-in
     assert policy.skip_nonfinite == (compute != "fp32")
     assert repr(device.device_kind) in policy.describe()
+    assert f"matmuls {matmuls}" in policy.describe()
+    opted = mp.resolve_precision(PrecisionConfig(fallback=True), device, torso="nature")
+    assert opted.fallback == (compute != "fp32")
+
+
+@pytest.mark.parametrize("torso", ["mlp", "cnn"])
+@pytest.mark.parametrize(
+    "device, matmuls",
+    [
+        (_device("cpu", "cpu"), "fp32"),
+        (_device("gpu", "Tesla T4", "7.5"), "fp32"),
+        (_device("gpu", "NVIDIA H100 80GB HBM3", "9.0"), "TF32"),
+        (_device("tpu", "TPU v4"), "bf16 passes"),
+    ],
+)
+def test_auto_policy_keeps_small_networks_in_fp32_and_names_tf32(torso, device, matmuls):
+    policy = mp.resolve_precision(PrecisionConfig(), device, torso=torso)
+    assert (policy.compute, policy.loss_scale, policy.fallback) == ("fp32", "none", False)
+    assert policy.matmuls == matmuls
+    text = policy.describe()
+    assert f"compute fp32 (params fp32), matmuls {matmuls}" in text
+    if matmuls != "fp32":  # TF32 is not called fp32: the line says how to get fp32
+        assert "matmul precision 'default'; 'highest' for fp32" in text
+    exact = PrecisionConfig(matmul_precision="highest")
+    assert mp.resolve_precision(exact, device, torso=torso).matmuls == "fp32"
+
+
+def test_resolved_run_picks_the_policy_of_its_torso():
+    from jaxrl_fast import presets
+    from jaxrl_fast.resolve import resolve
+
+    run = resolve(presets.get("cartpole"))
+    assert "matmuls " in run.describe()[0] and run.precision.compute == "fp32"
+    assert presets.get("cartpole").network.torso((4,)) == "mlp"
+    assert presets.get("minatar-breakout").network.torso((10, 10, 4)) == "cnn"
+    assert presets.get("atari-pong").network.torso((84, 84, 4)) == "nature"
 
 
 def test_auto_policy_on_this_machine_cpu_is_fp32():
@@ -96,7 +133,7 @@ def test_explicit_compute_overrides_auto_and_fp32_never_falls_back():
 
 # ---- loss-scale dynamics, by hand --------------------------------------------------------------
 def _policy(**kw):
-    base = dict(compute="fp16", initial_scale=8.0, growth_interval=3, min_scale=2.0)
+    base = dict(compute="fp16", initial_scale=8.0, growth_interval=3, min_scale=2.0, fallback=True)
     base.update(kw)
     return mp.resolve_precision(PrecisionConfig(**base))
 
@@ -205,6 +242,7 @@ _SPEC = EnvSpec(
 
 
 def _agent(compute="fp16", **precision):
+    precision = {"fallback": True, **precision}
     policy = mp.resolve_precision(PrecisionConfig(compute=compute, **precision))
     net = QNetwork.for_precision(NetworkConfig(kind="mlp", hidden_sizes=(16,)), _SPEC, policy)
     return make_agent(DQNConfig(learning_rate=1e-2), net, 2, precision=policy)
@@ -332,7 +370,11 @@ def test_fused_run_falls_back_to_fp32_and_continues():
     switches to fp32 (compiled once), and every later update is applied."""
     cfg = tiny_config(
         precision=PrecisionConfig(
-            compute="fp16", initial_scale=4.0, min_scale=2.0**-20, fallback_overflows=3
+            compute="fp16",
+            initial_scale=4.0,
+            min_scale=2.0**-20,
+            fallback_overflows=3,
+            fallback=True,
         )
     )
     env = _huge_rewards(make_env("probe-chain", cfg.env.num_envs), 1e7)

@@ -106,9 +106,7 @@ class QNetwork(nn.Module):
     @classmethod
     def from_config(cls, config: NetworkConfig, spec: EnvSpec, **kwargs: Any) -> QNetwork:
         """Build the network a `NetworkConfig` describes for an env spec."""
-        kind = config.kind
-        if kind == "auto":
-            kind = "cnn" if len(spec.obs_shape) == 3 else "mlp"
+        kind = config.torso(spec.obs_shape)
         if kind in ("cnn", "nature") and len(spec.obs_shape) != 3:
             raise ValueError(
                 f"NetworkConfig.kind={kind!r} needs image observations [H, W, C]; env "

@@ -53,7 +53,8 @@ def compile_parts(config: TrainConfig, env: Env | None = None) -> Parts:
         )
     schedules = make_schedules(config)
     device = jax.local_devices()[0]
-    precision = resolve_precision(config.precision, device)  # the same policy as `train`
+    torso = config.network.torso(spec.obs_shape)
+    precision = resolve_precision(config.precision, device, torso)  # as `train`'s
     choices = seeds.resolve_choices(config, str(device.platform), fused=False)
     network = QNetwork.for_precision(config.network, spec, precision, conv_impl=choices.conv_impl)
     agent = make_agent(

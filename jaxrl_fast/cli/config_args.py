@@ -44,8 +44,8 @@ def build_config(args: argparse.Namespace):
         for field, alias in aliases(TrainConfig).items()
         if (value := getattr(args, alias[2:].replace("-", "_"), None)) is not None
     }
-    if getattr(args, "no_fallback", False):
-        short["precision.fallback"] = False
+    if getattr(args, "fallback", False):
+        short["precision.fallback"] = True
     config = options.apply(config, short)
     given = {
         f.name: options.parse_value(text, f)

@@ -122,7 +122,9 @@ def _train(args: argparse.Namespace) -> int:
 def _launch(args: argparse.Namespace) -> int:
     from jaxrl_fast.parallel.launch import launch_local
 
-    return launch_local(args.local, args.command, port=args.port, timeout_s=args.timeout)
+    return launch_local(
+        args.local, args.command, port=args.port, timeout_s=args.timeout, cpu=args.cpu
+    )
 
 
 def _source(args: argparse.Namespace) -> str:
@@ -300,12 +302,17 @@ def make_parser(full_help: bool = False) -> argparse.ArgumentParser:
         "--print-config", action="store_true", help="print the resolved config as JSON and exit"
     )
     t.add_argument(
-        "--precision", help="network compute dtype: auto (per device), fp32, bf16 or fp16"
+        "--precision",
+        help="network compute dtype: auto (fp32, except the Nature CNN on tensor-core GPUs and "
+        "TPUs), fp32, bf16 or fp16",
     )
     t.add_argument("--loss-scale", help="auto, dynamic, none or static:<value>")
     t.add_argument("--matmul-precision", help="default, high or highest")
     t.add_argument(
-        "--no-fallback", action="store_true", help="never switch low-precision compute to fp32"
+        "--fallback",
+        action="store_true",
+        help="let low-precision compute switch to fp32 after repeated overflows (compiles an "
+        "fp32 network and a branch into every step)",
     )
     t.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     t.add_argument(
@@ -322,12 +329,19 @@ def make_parser(full_help: bool = False) -> argparse.ArgumentParser:
         "launch",
         help="run a train command as N local processes of one multi-process run",
         description="jaxrl-fast launch --local N [--timeout S] -- train ...: starts N processes "
-        "on this machine (coordinator 127.0.0.1, a free port); process 0's output is shown, "
-        "the others' prefixed [pI] on stderr; one failing, or the time limit, stops them all.",
+        "on this machine (coordinator 127.0.0.1, a free port), each on its own GPU where there "
+        "are N (else refused: --cpu runs them on the CPU); process 0's output is shown, the "
+        "others' prefixed [pI] on stderr; one failing, or the time limit, stops them all.",
     )
     la.add_argument("--local", type=int, required=True, metavar="N", help="processes to start")
     la.add_argument("--port", type=int, help="coordinator port (default: a free one)")
     la.add_argument("--timeout", type=float, help="seconds before every process is killed")
+    la.add_argument(
+        "--cpu",
+        action="store_true",
+        help="run the processes on the CPU (JAX_PLATFORMS=cpu); by default each process gets "
+        "its own GPU where there are enough",
+    )
     la.add_argument("command", nargs=argparse.REMAINDER, help="-- train ...")
     la.set_defaults(func=_launch)
     m = sub.add_parser(

@@ -47,6 +47,13 @@ class NetworkConfig:
     conv_impl: str = "auto"
     lstm: int = 0
 
+    def torso(self, obs_shape: tuple[int, ...]) -> str:
+        """The torso `kind` gives for observations of `obs_shape` ("auto": "cnn" for image
+        observations [H, W, C], else "mlp")."""
+        if self.kind != "auto":
+            return self.kind
+        return "cnn" if len(obs_shape) == 3 else "mlp"
+
     def __post_init__(self) -> None:
         require(self, "kind", self.kind in _NETWORKS, f"one of {_NETWORKS}")
         require(self, "conv_impl", self.conv_impl in _CONV_IMPLS, f"one of {_CONV_IMPLS}")

@@ -20,17 +20,24 @@ class PrecisionConfig:
     network's forward and backward passes run in `compute`. Q-values and the loss are fp32.
 
     Attributes:
-      compute: "fp32", "bf16", "fp16", or "auto": fp32 on CPU (XLA:CPU computes bf16/f16 dots
-        in f32, so low precision is only slower there), fp16 on GPUs without bf16 (compute
-        capability < 8.0, e.g. T4), bf16 on Ampere and newer GPUs and on TPU.
+      compute: "fp32", "bf16", "fp16", or "auto": fp32 for the MLP and MinAtar-sized ("cnn")
+        networks on every device, and on CPU for every network (XLA:CPU computes bf16/f16 dots
+        in f32, so low precision is only slower there); the Nature CNN computes in bf16 on
+        Ampere and newer GPUs and on TPU, and in fp16 with dynamic loss scaling on GPUs with
+        tensor cores but no bf16 (compute capability 7.x: V100, T4). docs/mixed-precision.md
+        has the table.
       loss_scale: "dynamic", "static:<value>" (e.g. "static:1024"), "none", or "auto" (dynamic
         for fp16, none otherwise). With a scale, or any compute below fp32, an update whose
         gradients are not all finite is skipped: parameters and optimiser state stay as they were.
       matmul_precision: "default", "high" or "highest": precision of matmuls and convolutions
-        (on GPUs with TF32, "default"/"high" may use TF32 for fp32 inputs; "highest" never does).
-      fallback: switch the run's compute to fp32 after `fallback_overflows` skipped updates
-        within `fallback_window` gradient steps, or when the dynamic scale would fall below
-        `min_scale`. Both branches are compiled up front; the switch needs no recompilation.
+        (on Ampere and newer GPUs "default"/"high" run fp32 inputs as TF32, and on TPU as bf16
+        passes; "highest" is fp32 everywhere). `run.describe()` names what the run's matmuls do.
+      fallback: opt-in (low-precision compute only): switch the run's compute to fp32 after
+        `fallback_overflows` skipped updates within `fallback_window` gradient steps, or when
+        the dynamic scale would fall below `min_scale`. Both branches are compiled up front (a
+        second, fp32 network), and every act and update then holds a `cond` on the shared
+        flag, which a GPU reads on the host at every step: the switch costs no recompilation,
+        the branch costs every step.
       initial_scale: the dynamic loss scale's starting value.
       growth_interval: finite steps in a row after which the dynamic scale doubles.
       min_scale: the dynamic scale's floor (it is halved on overflow, never below this).
@@ -41,7 +48,7 @@ class PrecisionConfig:
     compute: str = knob("auto", alias="--precision")
     loss_scale: str = knob("auto", alias="--loss-scale")
     matmul_precision: str = knob("default", alias="--matmul-precision")
-    fallback: bool = True
+    fallback: bool = False
     initial_scale: float = knob(2.0**15, sweep=True)
     growth_interval: int = knob(2000, sweep=True)
     min_scale: float = knob(1.0, sweep=True)

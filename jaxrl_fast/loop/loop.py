@@ -15,10 +15,10 @@ extension:
 Every loop has a trip count fixed at compile time, and the only `cond` of the loop itself is the
 prefill's, once per chunk: XLA:GPU checks a loop of unknown length, and a `cond`'s predicate, on
 the host at every iteration. The target update is a select on the shared block counter. The
-collect step is one jitted function that the prefill and the blocks both call, so it is traced
-and lowered once (XLA still compiles both call sites). The `cond`s left in a run's program guard
-expensive work (`tests/loop/test_trip_counts.py` names them): the L3 tier's host callbacks, local
-SGD's and 1-bit Adam's collectives, and the opt-in fp32 fallback.
+prefill and the blocks each compile the collect step: the price of fixed trip counts (its CPU
+compile cost: `benchmarks/experiments/ab-quick-issue33-loops.md`). The `cond`s left in a run's
+program guard expensive work (`tests/loop/test_trip_counts.py` names them): the L3 tier's host
+callbacks, local SGD's and 1-bit Adam's collectives, and the opt-in fp32 fallback.
 
 Whatever a run adds (reward shaping, env variants and curricula, data replicas, the replay's host
 callbacks, the precision fallback, a user's own piece) is a loop extension
@@ -173,8 +173,9 @@ def _make_iteration(parts: LoopParts, hooks: Hooks) -> tuple[Callable, Callable]
     at compile time, and neither has a `cond` of its own: on a GPU a loop of unknown length, or
     a `cond`, waits on the host at every iteration."""
     config = parts.config
-    # traced once, lowered once: the prefill and the blocks call the same collect step
-    collect_step = jax.jit(_make_collect_step(parts, hooks))
+    # the prefill and the blocks call the same collect step; a nested `jax.jit` around it (one
+    # trace, one lowering) compiled slower on CPU, as XLA inlines both calls anyway
+    collect_step = _make_collect_step(parts, hooks)
     learn = make_learn(parts, hooks)
     update_target = jax.vmap(parts.agent.update_target)
     prefill_steps, cpb = config.prefill_steps, config.collect_steps_per_block

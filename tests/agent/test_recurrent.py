@@ -265,11 +265,12 @@ def fns_spec():
 @pytest.mark.learning
 def test_memorychain_needs_the_lstm():
     """MemoryChain-bsuite (context shown at the start, asked for 5 steps later): the preset's
-    LSTM agent answers (greedy return near the optimum 1); an MLP is at chance (0)."""
+    LSTM agent answers (greedy return near the optimum 1) within 16,000 of the preset's 40,000
+    env steps (all of seeds 0-5 do, by hand); an MLP is at chance (0)."""
     from jaxrl_fast import presets
     from jaxrl_fast.train import train
 
-    cfg = presets.get("memorychain-lstm").replace(eval_episodes=100)
+    cfg = presets.get("memorychain-lstm").replace(eval_episodes=100, total_env_steps=16_000)
     lstm = train(cfg, progress=False)
     assert lstm.final_return.min() >= 0.9, lstm.final_return
     mlp = train(  # at chance whatever the budget: 2,400 of its 40,000 steps

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import tiny_config
+from conftest import child_env, tiny_config
 
 from jaxrl_fast import checkpoint
 from jaxrl_fast.train import train
@@ -359,8 +359,12 @@ print(json.dumps(out))
 
 @pytest.mark.slow
 def test_crc32_is_the_same_for_any_layout_over_devices():
-    proc = subprocess.run(
-        [sys.executable, "-c", _SHARDED], capture_output=True, text=True, timeout=300
+    proc = subprocess.run(  # 2 CPU devices: pinned to the CPU platform on a GPU machine
+        [sys.executable, "-c", _SHARDED],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env(),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
