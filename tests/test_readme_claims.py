@@ -31,6 +31,16 @@ def test_docs_scale_table_matches_the_committed_results():
     assert table((ROOT / "docs" / "results.md").read_text()) == committed
 
 
+def test_the_data_parallel_example_quotes_its_committed_runs():
+    md = (ROOT / "benchmarks/results/data_parallel_example/data_parallel_example.md").read_text()
+    summary = next(line for line in md.splitlines() if line.startswith("**"))
+    table = md[md.index("| seed |") : md.index("\n\n", md.index("| seed |"))]
+    assert "runs solved CartPole" in summary and table.count("\n") >= 6  # 5 runs at least
+    assert summary in (ROOT / "README.md").read_text()
+    results = (ROOT / "docs" / "results.md").read_text()
+    assert summary in results and table in results
+
+
 def test_every_guide_is_linked_and_every_link_resolves():
     readme = (ROOT / "README.md").read_text()
     index = (ROOT / "docs" / "README.md").read_text()
