@@ -67,6 +67,7 @@ class Sizes:
     cartpole_seeds: tuple[int, ...] = (1, 64, 1024)
     cartpole_prefill: int = 1_000
     cartpole_train: int = 20_000
+    cartpole_compare: tuple[str, ...] = ("fp32 highest", "bf16")  # at the most seeds
     pong_seeds: tuple[int, ...] = (1, 8)
     pong_prefill: int = 2_048
     pong_train: int = 4_096
@@ -84,6 +85,8 @@ class Sizes:
     l3_prefill: int | None = None
     l3_l2_rows: int = 10_000
     l3_repeats: int = 1
+    l3_only: tuple[str, ...] | None = None  # None: every variant of replay_loop.l3_overhead
+    precision_model: str = "Nature CNN"  # a prefix of a key of precision.MODELS
     # the XLA step's tests (rollouts, frame stacks, dedup), not the fused runs `pong` measures
     envpool_pytest: tuple[str, ...] = (
         "-k", "not fused and not resumed and not conventional and not host_pool",
@@ -92,6 +95,7 @@ class Sizes:
 
 TINY = Sizes(
     cartpole_seeds=(2,),
+    cartpole_compare=("bf16",),
     cartpole_prefill=200,
     cartpole_train=1_000,
     pong_seeds=(2,),
@@ -109,6 +113,8 @@ TINY = Sizes(
     l3_env_steps=2_400,
     l3_prefill=600,
     l3_l2_rows=1_000,
+    l3_only=("L3 host, 4 MB blocks",),
+    precision_model="MinAtar CNN",  # a smaller compile
     envpool_pytest=("-m", "not slow", "-k", "reset_steps_follow or wrong_size"),
 )
 
@@ -123,18 +129,24 @@ def envpool(z: Sizes) -> dict:
 
     if importlib.util.find_spec("envpool") is None:
         raise Skipped("envpool is not installed (`pip install -e '.[atari]'`)")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"]
-    cmd += ["tests/envs/test_envpool.py", *z.envpool_pytest]
-    t = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    tail = (proc.stdout + proc.stderr).strip().splitlines()
+    import contextlib
+    import io
+
+    import pytest
+
+    args = ["-q", "-p", "no:cacheprovider", "-x", "tests/envs/test_envpool.py", *z.envpool_pytest]
+    t, out = time.perf_counter(), io.StringIO()
+    os.chdir(ROOT)  # this process is the section's own: pytest runs in it
+    with contextlib.redirect_stdout(out):
+        code = int(pytest.main(args))
+    tail = out.getvalue().strip().splitlines()
     last = tail[-1] if tail else ""
     counts = {
         w: int(n) for n, w in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", last)
     }
-    if proc.returncode not in (0, 5):  # 5: nothing collected
-        raise RuntimeError(f"pytest exited {proc.returncode}: {' | '.join(tail[-5:])}")
-    return {"returncode": proc.returncode, "counts": counts, "wall_s": time.perf_counter() - t}
+    if code not in (0, 5):  # 5: nothing collected
+        raise RuntimeError(f"pytest exited {code}: {' | '.join(tail[-5:])}")
+    return {"returncode": code, "counts": counts, "wall_s": time.perf_counter() - t}
 
 
 def cartpole(z: Sizes) -> dict:
@@ -143,10 +155,11 @@ def cartpole(z: Sizes) -> dict:
     rows = []
     variants = [("auto", {}, s) for s in z.cartpole_seeds]
     top = max(z.cartpole_seeds)
-    variants += [
-        ("fp32 highest", {"compute": "fp32", "matmul_precision": "highest"}, top),
-        ("bf16", {"compute": "bf16"}, top),
-    ]
+    compare = {
+        "fp32 highest": {"compute": "fp32", "matmul_precision": "highest"},
+        "bf16": {"compute": "bf16"},
+    }
+    variants += [(name, compare[name], top) for name in z.cartpole_compare]
     for name, precision, seeds in variants:
         print(f"  cartpole {name}, {seeds} seeds", flush=True)
         cfg = gpu_sections.short_config("cartpole", seeds, z.cartpole_prefill, z.cartpole_train)
@@ -163,7 +176,7 @@ def cartpole(z: Sizes) -> dict:
 def precision(z: Sizes) -> dict:
     import precision as precision_bench
 
-    model = next(m for m in precision_bench.MODELS if m.startswith("Nature CNN"))
+    model = next(m for m in precision_bench.MODELS if m.startswith(z.precision_model))
     variants = {
         "fp32 (highest)": {"compute": "fp32", "matmul_precision": "highest", "fallback": False},
         "TF32 (fp32, default)": {"compute": "fp32", "fallback": False},
@@ -172,11 +185,11 @@ def precision(z: Sizes) -> dict:
     }
     tables = []
     for b in z.precision_batches:
-        print(f"  Nature CNN, batch {b}", flush=True)
+        print(f"  {model}, batch {b}", flush=True)
         t = precision_bench.update_step(
             model, z.precision_steps, z.precision_repeats, batch=b, variants=variants
         )
-        tables.append({**t, "batch": b, "model": "Nature CNN 84x84x4"})
+        tables.append({**t, "batch": b, "model": model.rsplit(", batch", 1)[0]})
     return {"batches": list(z.precision_batches), "tables": tables}
 
 
@@ -279,7 +292,7 @@ def l3(z: Sizes) -> dict:
     import gpu_sections
 
     return gpu_sections.l3_cost(
-        z.l3_preset, z.l3_env_steps, z.l3_repeats, z.l3_l2_rows, z.l3_prefill
+        z.l3_preset, z.l3_env_steps, z.l3_repeats, z.l3_l2_rows, z.l3_prefill, z.l3_only
     )
 
 
@@ -295,11 +308,19 @@ SECTIONS = {
 
 def _run_section(name: str, tiny: bool, path: str) -> None:
     """The child's side: run one section and write `{status, result | reason}` to `path`."""
+    import jax
+
     z = TINY if tiny else Sizes()
     try:
         rec = {"status": "ok", "result": SECTIONS[name](z)}
     except Skipped as e:
         rec = {"status": "skipped", "reason": str(e)}
+    device = jax.devices()[0]
+    rec["device"] = {
+        "backend": jax.default_backend(),
+        "device_kind": device.device_kind,
+        "jax": jax.__version__,
+    }
     with open(path, "w") as f:
         json.dump(rec, f)
 
@@ -309,16 +330,6 @@ def limits(names, budget_s: float) -> dict[str, float]:
     """Each section's share of `budget_s`, in proportion to `PLAN` (they add up to it)."""
     total = sum(PLAN[n][0] for n in names)
     return {n: budget_s * PLAN[n][0] / total for n in names}
-
-
-def _device() -> dict:
-    out = subprocess.run(
-        [sys.executable, "-c", "import jax; d = jax.devices()[0]; "
-         "print(jax.default_backend(), '|', d.device_kind, '|', jax.__version__)"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    backend, kind, version = (out.stdout.strip().split(" | ") + ["?", "?", "?"])[:3]
-    return {"backend": backend, "device_kind": kind, "jax": version}
 
 
 def run_check(names, budget_s: float, tiny: bool, out_dir: str) -> dict:
@@ -333,7 +344,11 @@ def run_check(names, budget_s: float, tiny: bool, out_dir: str) -> dict:
     stem = os.path.join(out_dir, "gpu-check-tiny" if tiny else "gpu_check")
     report = {
         "machine": common.machine(),
-        **_device(),
+        # the device, as the first section's process saw it (this process never starts JAX,
+        # which on a GPU would take 75% of its memory away from the sections)
+        "backend": "unknown",
+        "device_kind": "unknown",
+        "jax": "unknown",
         "tiny": tiny,
         "budget_s": budget_s,
         "limits_s": shares,
@@ -364,6 +379,9 @@ def run_check(names, budget_s: float, tiny: bool, out_dir: str) -> dict:
             rec = {"status": "timeout", "error": f"stopped at its limit of {limit:.0f} s"}
         if os.path.exists(path):
             os.remove(path)
+        if report["backend"] == "unknown" and "device" in rec:
+            report.update(rec.pop("device"))
+        rec.pop("device", None)
         rec["wall_s"], rec["limit_s"] = time.perf_counter() - t, limit
         spare = max(0.0, limit - rec["wall_s"])
         report["sections"][name] = rec

@@ -57,7 +57,7 @@ def _render_pong(r: dict) -> list[str]:
 
 def _render_precision(r: dict) -> list[str]:
     lines = [
-        "Nature CNN 84x84x4 uint8, one DQN update (fwd + bwd + Adam) inside a jitted scan",
+        f"{r['tables'][0]['model']}, one DQN update (fwd + bwd + Adam) inside a jitted scan",
         "",
         "| batch | compute | ms / update | time vs fp32 | compile s | skipped updates |",
         "|---:|---|---:|---:|---:|---:|",

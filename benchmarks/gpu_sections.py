@@ -78,12 +78,25 @@ def flashbax_missing() -> str | None:
     return None
 
 
-def l3_cost(preset: str, env_steps: int, repeats: int, l2_rows: int, prefill: int | None) -> dict:
-    """`replay_loop.l3_overhead` (L3 off / host / disk), with the extra milliseconds per L3 read
-    call that each variant's slowdown implies (spills included)."""
+def l3_cost(
+    preset: str,
+    env_steps: int,
+    repeats: int,
+    l2_rows: int,
+    prefill: int | None,
+    only: tuple[str, ...] | None = None,
+) -> dict:
+    """`replay_loop.l3_overhead` (L3 off / host / disk; `only` some), with the extra
+    milliseconds per L3 read call that each variant's slowdown implies (spills included)."""
     with tempfile.TemporaryDirectory(prefix="jaxrl_fast-gpu-spill-") as spill_dir:
         t = replay_loop_bench.l3_overhead(
-            preset, env_steps, repeats, spill_dir, capacity=l2_rows, learning_starts=prefill
+            preset,
+            env_steps,
+            repeats,
+            spill_dir,
+            capacity=l2_rows,
+            learning_starts=prefill,
+            only=only,
         )
     train_steps = env_steps - t["learning_starts"]
     off = next(r for r in t["rows"] if r["variant"] == "L3 off")

@@ -54,7 +54,9 @@ def l3_overhead(
     spill_dir: str,
     capacity: int | None = None,
     learning_starts: int | None = None,
+    only: tuple[str, ...] | None = None,
 ) -> dict:
+    """`only`: the variants to run, by label ("L3 off" always; smoke runs)."""
     preset = presets.get(name)
     starts = preset.learning_starts if learning_starts is None else learning_starts  # smoke runs
     base = preset.replace(
@@ -70,6 +72,8 @@ def l3_overhead(
         "L3 disk, 4 MB blocks": base.replace(replay=dict(l3="disk", spill_dir=spill_dir, **l3)),
         "L3 host, 64 KiB blocks": base.replace(replay=dict(l3="host", spill_block=1 << 16, **l3)),
     }
+    if only is not None:
+        variants = {k: v for k, v in variants.items() if k == "L3 off" or k in only}
     runs: dict[str, list[dict]] = {k: [] for k in variants}
     for rep in range(repeats):
         for label, cfg in variants.items():
