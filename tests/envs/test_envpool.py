@@ -163,6 +163,7 @@ def test_fused_pong_with_l3_spills_and_samples_one_frame_rows():
     cfg = _pong_config(
         num_seeds=1,
         replay=dict(capacity=160, l3="host", l3_capacity=400, l3_share=0.25),
+        eval_episodes=0,  # whole Pong games that this test never reads
     )
     result = train(cfg, progress=False)
     rec = result.history[-1]["replay"]
@@ -184,7 +185,9 @@ def test_pool_seeds_mapped_or_vmapped_agree():
     actions agree to a share and the parameters to a tolerance."""
     runs = [
         train(
-            _pong_config(seed_loop=loop, network=dict(conv_impl="conv_canonical_grads")),
+            _pong_config(  # no evaluation: whole Pong games that this test never reads
+                seed_loop=loop, network=dict(conv_impl="conv_canonical_grads"), eval_episodes=0
+            ),
             progress=False,
         )
         for loop in ("vmap", "map")
@@ -317,7 +320,9 @@ def test_a_resumed_pong_run_restarts_its_games_and_keeps_its_replay(tmp_path, ca
     sampling."""
     from jaxrl_fast import checkpoint
 
-    cfg = _pong_config(total_env_steps=80 + 16 * 6, num_chunks=3, replay={"n_step": 3})
+    cfg = _pong_config(
+        total_env_steps=80 + 16 * 6, num_chunks=3, replay={"n_step": 3}, eval_episodes=0
+    )
 
     from conftest import StopRun, stop_at
 
