@@ -319,6 +319,13 @@ def make_loss_scale(precision: PrecisionPolicy) -> LossScale:
     return LossScale(init=init, scale=scale, unscale=unscale, adjust=adjust)
 
 
+def fallback_cond(fp32: Array, full: Callable, lowp: Callable, *args: Any) -> Any:
+    """`full(*args)` once the shared fp32-fallback flag is up, else `lowp(*args)`: a real branch
+    (the flag is shared by the seeds), named `fp32_fallback` in the compiled program."""
+    with jax.named_scope("fp32_fallback"):  # opt-in: PrecisionConfig.fallback
+        return jax.lax.cond(fp32, full, lowp, *args)
+
+
 def shared_fallback(scales: LossScaleState) -> Array:
     """`[]` bool: the program computes in fp32, because any of its seeds fell back.
 

@@ -193,8 +193,7 @@ def make_agent(
         args = (params, obs, carry) if recurrent else (params, obs)
         if not precision.fallback:
             return network.apply(*args)
-        with jax.named_scope("fp32_fallback"):  # opt-in: PrecisionConfig.fallback
-            return jax.lax.cond(fp32, network_fp32.apply, network.apply, *args)
+        return mp.fallback_cond(fp32, network_fp32.apply, network.apply, *args)
 
     def initial_carry(num_envs: int) -> Any:
         return network.initial_carry(num_envs) if recurrent else ()

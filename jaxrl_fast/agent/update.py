@@ -46,10 +46,9 @@ def make_update(
         args = (agent.params, agent.target_params, batch, *loss_args(agent))
         if not precision.fallback:
             return grads_lowp(agent.loss_scale, *args)
-        with jax.named_scope("fp32_fallback"):  # opt-in: PrecisionConfig.fallback
-            return jax.lax.cond(
-                fp32, lambda: grads_fp32(*args), lambda: grads_lowp(agent.loss_scale, *args)
-            )
+        return mp.fallback_cond(
+            fp32, lambda: grads_fp32(*args), lambda: grads_lowp(agent.loss_scale, *args)
+        )
 
     def update(
         agent: AgentState, batch: Batch, fp32=None, step=None

@@ -25,6 +25,7 @@ from typing import Sequence
 
 from jaxrl_fast import presets
 from jaxrl_fast.cli.config_args import build_config
+from jaxrl_fast.cli.launch import add_launch_parser
 from jaxrl_fast.cli.parser import Parser, add_field_args, add_help_all, negative_values
 from jaxrl_fast.paths import writable_dir
 
@@ -117,14 +118,6 @@ def _train(args: argparse.Namespace) -> int:
             json.dump(result.history, f)
         print(f"wrote {path}")
     return 0
-
-
-def _launch(args: argparse.Namespace) -> int:
-    from jaxrl_fast.parallel.launch import launch_local
-
-    return launch_local(
-        args.local, args.command, port=args.port, timeout_s=args.timeout, cpu=args.cpu
-    )
 
 
 def _source(args: argparse.Namespace) -> str:
@@ -325,25 +318,7 @@ def make_parser(full_help: bool = False) -> argparse.ArgumentParser:
     add_field_args(t, full_help)
     add_help_all(t)
     t.set_defaults(func=_train)
-    la = sub.add_parser(
-        "launch",
-        help="run a train command as N local processes of one multi-process run",
-        description="jaxrl-fast launch --local N [--timeout S] -- train ...: starts N processes "
-        "on this machine (coordinator 127.0.0.1, a free port), each on its own GPU where there "
-        "are N (else refused: --cpu runs them on the CPU); process 0's output is shown, the "
-        "others' prefixed [pI] on stderr; one failing, or the time limit, stops them all.",
-    )
-    la.add_argument("--local", type=int, required=True, metavar="N", help="processes to start")
-    la.add_argument("--port", type=int, help="coordinator port (default: a free one)")
-    la.add_argument("--timeout", type=float, help="seconds before every process is killed")
-    la.add_argument(
-        "--cpu",
-        action="store_true",
-        help="run the processes on the CPU (JAX_PLATFORMS=cpu); by default each process gets "
-        "its own GPU where there are enough",
-    )
-    la.add_argument("command", nargs=argparse.REMAINDER, help="-- train ...")
-    la.set_defaults(func=_launch)
+    add_launch_parser(sub)
     m = sub.add_parser(
         "plan",
         help="show replay memory per tier (L1/L2/L3) and whether it fits; compiles nothing",
