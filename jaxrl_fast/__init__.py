@@ -7,9 +7,13 @@ Examples:
   >>> result.final_return                          # doctest: +SKIP
 """
 
-from jaxrl_fast import presets
-from jaxrl_fast.agent.network import QNetwork
-from jaxrl_fast.config import (
+from jaxrl_fast import cpu_lowering
+
+cpu_lowering.install()  # the same random bits on the CPU, less to compile (its docstring)
+
+from jaxrl_fast import presets  # noqa: E402
+from jaxrl_fast.agent.network import QNetwork  # noqa: E402
+from jaxrl_fast.config import (  # noqa: E402
     DemoConfig,
     DQNConfig,
     EnvConfig,
@@ -19,11 +23,11 @@ from jaxrl_fast.config import (
     ScheduleConfig,
     TrainConfig,
 )
-from jaxrl_fast.envs import list_envs, make_env
-from jaxrl_fast.loop import make_train
-from jaxrl_fast.replay import make_buffer
-from jaxrl_fast.resolve import resolve
-from jaxrl_fast.train import TrainResult, train
+from jaxrl_fast.envs import list_envs, make_env  # noqa: E402
+from jaxrl_fast.loop import make_train  # noqa: E402
+from jaxrl_fast.replay import make_buffer  # noqa: E402
+from jaxrl_fast.resolve import resolve  # noqa: E402
+from jaxrl_fast.train import TrainResult, train  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -178,8 +178,10 @@ def test_cost_counts_each_loop_body_times_its_trip_count(cli_run):
     assert init.loops == [] and init.with_trips == init.xla
     for prog in rep.programs.values():
         m = prog.cost.memory
-        assert m["argument_size"] > 0 and m["output_size"] > 0 and m["temp_size"] > 0
+        assert m["argument_size"] > 0 and m["output_size"] > 0 and m["temp_size"] >= 0
         assert prog.cost.peak_bytes > 0
+    # init may need no temporaries (its random draws are straight-line: `cpu_lowering`)
+    assert cost.memory["temp_size"] > 0
     assert cost.memory["alias_size"] > 0  # run_chunk donates its runner
 
 
