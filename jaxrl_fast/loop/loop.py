@@ -201,7 +201,13 @@ def _make_iteration(parts: LoopParts, hooks: Hooks) -> tuple[Callable, Callable]
         fp32 = mp.shared_fallback(runner.seeds.agent.loss_scale)
         first = prefill_steps + runner.block * cpb
         seeds, stats = collect(runner.seeds, first, cpb, fp32)
+        # the barriers keep XLA from fusing the collect step's, the updates' and the target
+        # update's work into one another (the blocks' loops are inlined once their trip counts
+        # are fixed): without them run_chunk's CPU compile took ~1.2x as long
+        # (`benchmarks/experiments/ab-quick-issue33-barriers.md`); the arithmetic is the same
+        seeds, stats = jax.lax.optimization_barrier((seeds, stats))
         seeds, metrics = learn(seeds, fp32, runner.block)
+        seeds, metrics = jax.lax.optimization_barrier((seeds, metrics))
         # the target update: a select (the block counter is shared; no branch to wait on)
         due = (runner.block + 1) % period == 0
         agents = update_target(seeds.agent)
