@@ -7,7 +7,7 @@ splits its key at every step, those kernels were the largest part of the compile
 (`../shared/research/perf-profile.md`: about 38 threefry call sites per run). The straight-line
 form is the one JAX itself uses on the GPU: the same unsigned 32-bit adds, rotations and xors in
 the same order, so every random number is equal bit for bit (`tests/test_cpu_lowering.py`
-checks it); only compile time changes (`benchmarks/experiments/ab-quick-threefry.md`).
+checks it); only compile time changes (`benchmarks/experiments/ab-quick-issue33-threefry.md`).
 
 `install()` runs when `jaxrl_fast` is imported and registers that lowering for the CPU platform
 for the whole process (JAX's own functions and a user's included: their numbers are unchanged

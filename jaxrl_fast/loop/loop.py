@@ -15,8 +15,10 @@ extension:
 Every loop has a trip count fixed at compile time, and the only `cond` of the loop itself is the
 prefill's, once per chunk: XLA:GPU checks a loop of unknown length, and a `cond`'s predicate, on
 the host at every iteration. The target update is a select on the shared block counter. The
-prefill and the blocks each compile the collect step: the price of fixed trip counts (its CPU
-compile cost: `benchmarks/experiments/ab-quick-issue33-final.md`). The `cond`s left in a run's
+prefill and the blocks each compile the collect step, and a block's phases sit behind
+optimisation barriers; with threefry lowered straight-line on the CPU (`cpu_lowering`) the CPU
+compile is level with the dynamic-trip loop's (`benchmarks/experiments/ab-quick-issue33-*.md`,
+docs/results.md "Compile time"). The `cond`s left in a run's
 program guard expensive work (`tests/loop/test_trip_counts.py` names them): the L3 tier's host
 callbacks, local SGD's and 1-bit Adam's collectives, and the opt-in fp32 fallback.
 
