@@ -167,6 +167,16 @@ def _make_collect_step(parts: LoopParts, hooks: Hooks) -> Callable:
     return collect_step
 
 
+def _barrier(tree: Any) -> Any:
+    """`jax.lax.optimization_barrier` over the tree's arrays except its PRNG keys (JAX's
+    key-reuse checker counts a key through the barrier as consumed; keys are a few bytes)."""
+    leaves, treedef = jax.tree.flatten(tree)
+    is_key = [jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) for x in leaves]
+    held = jax.lax.optimization_barrier([x for x, k in zip(leaves, is_key) if not k])
+    it = iter(held)
+    return treedef.unflatten([x if k else next(it) for x, k in zip(leaves, is_key)])
+
+
 def _make_iteration(parts: LoopParts, hooks: Hooks) -> tuple[Callable, Callable]:
     """`iteration(runner) -> (runner, (StepStats, UpdateMetrics))`: one training block (collect,
     learn, the target update when due, then the extensions' `after_block` hooks), and
@@ -207,9 +217,9 @@ def _make_iteration(parts: LoopParts, hooks: Hooks) -> tuple[Callable, Callable]
         # update's work into one another (the blocks' loops are inlined once their trip counts
         # are fixed): without them run_chunk's CPU compile took ~1.2x as long
         # (`benchmarks/experiments/ab-quick-issue33-barriers.md`); the arithmetic is the same
-        seeds, stats = jax.lax.optimization_barrier((seeds, stats))
+        seeds, stats = _barrier((seeds, stats))
         seeds, metrics = learn(seeds, fp32, runner.block)
-        seeds, metrics = jax.lax.optimization_barrier((seeds, metrics))
+        seeds, metrics = _barrier((seeds, metrics))
         # the target update: a select (the block counter is shared; no branch to wait on)
         due = (runner.block + 1) % period == 0
         agents = update_target(seeds.agent)
