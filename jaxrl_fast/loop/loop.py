@@ -172,9 +172,9 @@ def _barrier(tree: Any) -> Any:
     key-reuse checker counts a key through the barrier as consumed; keys are a few bytes)."""
     leaves, treedef = jax.tree.flatten(tree)
     is_key = [jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) for x in leaves]
-    held = jax.lax.optimization_barrier([x for x, k in zip(leaves, is_key) if not k])
+    held = jax.lax.optimization_barrier([x for x, k in zip(leaves, is_key, strict=True) if not k])
     it = iter(held)
-    return treedef.unflatten([x if k else next(it) for x, k in zip(leaves, is_key)])
+    return treedef.unflatten([x if k else next(it) for x, k in zip(leaves, is_key, strict=True)])
 
 
 def _make_iteration(parts: LoopParts, hooks: Hooks) -> tuple[Callable, Callable]:
