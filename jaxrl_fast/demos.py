@@ -130,7 +130,7 @@ def record(
     params = jax.tree.map(lambda x: x[seed_index], result.runner.seeds.agent.params)
 
     def policy(key, obs):
-        greedy = jnp.argmax(net.apply(params, obs), axis=-1)
+        greedy = jnp.argmax(net.value_head.q_values(net.apply(params, obs)), axis=-1)
         key_explore, key_random = jax.random.split(key)
         explore = jax.random.uniform(key_explore, greedy.shape) < epsilon
         random = jax.random.randint(key_random, greedy.shape, 0, env.spec.num_actions)

@@ -52,6 +52,10 @@ class Registry:
     def __contains__(self, name: object) -> bool:
         return name in self.builtin or name in self._parts
 
+    def find(self, name: str) -> Any:
+        """The part registered as `name`, or None (not registered, or not yet)."""
+        return self._parts.get(name)
+
     def get(self, name: str) -> Any:
         """The part registered as `name`.
 
@@ -66,6 +70,14 @@ class Registry:
 
 
 HEADS = Registry(
-    "NetworkConfig.head", "value head", ("scalar", "dueling"), "jaxrl_fast.agent.heads.register"
+    "NetworkConfig.head",
+    "value head",
+    ("scalar", "dueling", "c51", "qr-dqn", "hl-gauss"),
+    "jaxrl_fast.agent.heads.register",
 )
-LOSSES = Registry("DQNConfig.loss", "loss", ("mse", "huber"), "jaxrl_fast.agent.losses.register")
+LOSSES = Registry(
+    "DQNConfig.loss",
+    "loss",
+    ("mse", "huber", "c51", "qr-dqn", "hl-gauss"),
+    "jaxrl_fast.agent.losses.register",
+)

@@ -88,7 +88,7 @@ def assert_learned_probe_chain(result, cfg) -> None:
     expected = optimal_q("probe-chain", cfg.dqn.gamma)
     for s in range(cfg.num_seeds):
         params = jax.tree.map(lambda x, s=s: x[s], result.runner.seeds.agent.params)
-        q = np.asarray(net.apply(params, np.eye(2, dtype=np.float32)))
+        q = np.asarray(net.value_head.q_values(net.apply(params, np.eye(2, dtype=np.float32))))
         np.testing.assert_allclose(q, [expected[0], expected[1]], atol=0.01)
 
 

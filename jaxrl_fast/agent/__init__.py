@@ -4,6 +4,7 @@ network      QNetwork: a torso, an optional LSTM core and a value head, one flax
 torsos       MLP, MinAtar CNN, Nature CNN, LSTM core
 heads        value heads (scalar, dueling; `heads.register` adds one)
 losses       TD losses over transitions (mse, huber; `losses.register` adds one)
+distributional  the C51, QR-DQN and HL-Gauss heads and their losses
 sequence_loss  the recurrent loss over stored sequences (R2D2)
 margin       the demonstrations' large-margin term
 exploration  epsilon-greedy
@@ -14,6 +15,7 @@ state        AgentState, UpdateMetrics
 dqn          `make_agent`: assembles the parts into an `Agent`
 """
 
+from jaxrl_fast.agent import distributional  # noqa: F401  (registers its heads and losses)
 from jaxrl_fast.agent.dqn import Agent, make_agent
 from jaxrl_fast.agent.heads import ValueHead
 from jaxrl_fast.agent.losses import Loss

@@ -132,11 +132,22 @@ def _check_parts(network: nn.Module, config: DQNConfig, recurrent: bool, sequenc
             "make_agent: a recurrent network (lstm > 0) trains on sequences; pass "
             "sequence=(burn_in, sequence_length, n_step)."
         )
-    if recurrent and (config.loss not in _losses.BUILTIN or head.name not in heads.BUILTIN):
+    if recurrent and (config.loss not in _losses.TD_LOSSES or head.name not in heads.Q_HEADS):
         raise ValueError(
             f"a recurrent network (NetworkConfig.lstm > 0) trains with the sequence loss over "
-            f"Q-values: DQNConfig.loss={config.loss!r} must be one of {_losses.BUILTIN} and "
-            f"NetworkConfig.head={head.name!r} one of {heads.BUILTIN}."
+            f"Q-values: DQNConfig.loss={config.loss!r} must be one of {_losses.TD_LOSSES} and "
+            f"NetworkConfig.head={head.name!r} one of {heads.Q_HEADS}."
+        )
+    loss = _losses.get(config.loss)
+    if head.loss is not None and config.loss != head.loss:
+        raise ValueError(
+            f"NetworkConfig.head={head.name!r} trains with its own loss: set "
+            f"DQNConfig.loss={head.loss!r} (got {config.loss!r})."
+        )
+    if loss.head is not None and head.name != loss.head:
+        raise ValueError(
+            f"DQNConfig.loss={config.loss!r} reads the {loss.head!r} head's output: set "
+            f"NetworkConfig.head={loss.head!r} (got {head.name!r})."
         )
 
 

@@ -10,9 +10,12 @@ A head is a `ValueHead(name, apply, q_values)`:
         what acting, evaluation, the TD loss and the baseline read (the identity for a head
         whose output is the Q-values; a distributional head's mean)
 
-The library's heads are `scalar` (one linear layer) and `dueling` (value + advantage, the
-advantage centred). `NetworkConfig.head` names the head; `register(name, head)` makes a new one
-available under a name, with no edit anywhere else:
+The library's heads are `scalar` (one linear layer), `dueling` (value + advantage, the
+advantage centred) and the distributional heads of `agent.distributional` (`c51`, `qr-dqn`,
+`hl-gauss`). A head with settings has a `configure(HeadArgs) -> ValueHead` (the head for the
+network's `NetworkConfig` settings) and names the `loss` its output trains with.
+`NetworkConfig.head` names the head; `register(name, head)` makes a new one available under a
+name, with no edit anywhere else:
 
     >>> import jax.numpy as jnp
     >>> from jaxrl_fast.agent import heads
@@ -39,12 +42,32 @@ def _identity(x: Any) -> Any:
     return x
 
 
+class HeadArgs(NamedTuple):
+    """The settings a configurable head is built for (`NetworkConfig`'s fields of these names;
+    `sigma` is `hl_sigma`): support, atoms, quantiles, and whether the head is dueling."""
+
+    num_atoms: int = 51
+    v_min: float = -10.0
+    v_max: float = 10.0
+    num_quantiles: int = 200
+    sigma: float = 0.75
+    dueling: bool = False
+
+
 class ValueHead(NamedTuple):
-    """A value head: `apply(features, num_actions, dense) -> output` and `q_values(output)`."""
+    """A value head: `apply(features, num_actions, dense) -> output` and `q_values(output)`;
+    `configure(HeadArgs) -> ValueHead` for a head with settings (None: none), and the `loss`
+    (`DQNConfig.loss`) its output needs (None: any loss over Q-values)."""
 
     name: str
     apply: Callable[[Array, int, Callable], Any]
     q_values: Callable[[Any], Array] = _identity
+    configure: Callable[[HeadArgs], ValueHead] | None = None
+    loss: str | None = None
+
+    def built(self, args: HeadArgs) -> ValueHead:
+        """The head for `args` (itself when it has no settings)."""
+        return self if self.configure is None else self.configure(args)
 
 
 def _scalar(features: Array, num_actions: int, dense: Callable) -> Array:
@@ -62,6 +85,7 @@ DUELING = ValueHead("dueling", _dueling)
 for _head in (SCALAR, DUELING):
     HEADS.register(_head.name, _head, builtin=True)
 BUILTIN = HEADS.builtin
+Q_HEADS = ("scalar", "dueling")  # the heads whose output is the Q-values
 
 
 def register(name: str, head: ValueHead) -> None:

@@ -14,7 +14,8 @@ weights, 0 on padding rows) and adds the added terms (the demonstrations' large-
 `agent.margin`).
 
 The library's losses are "mse" (`0.5 td^2`) and "huber" (`optax.huber_loss`) on the one-step or
-n-step TD error with double-Q selection; `register(name, loss)` adds one:
+n-step TD error with double-Q selection, and the distributional heads' losses
+(`agent.distributional`: "c51", "qr-dqn", "hl-gauss"); `register(name, loss)` adds one:
 
     >>> import jax.numpy as jnp
     >>> from jaxrl_fast.agent import losses
@@ -63,10 +64,12 @@ def td_errors(q_tm1, a_tm1, r_t, discount_t, q_t_target, q_t_select=None):
 
 
 class Loss(NamedTuple):
-    """A TD loss: `rows(...) -> (loss [B], td [B])` (module docstring)."""
+    """A TD loss: `rows(...) -> (loss [B], td [B])` (module docstring); `head`: the value head
+    whose output it reads (None: any head, through `q_values`)."""
 
     name: str
     rows: Callable[..., tuple[Array, Array]]
+    head: str | None = None
 
 
 def _td_rows(kind: str) -> Callable:
@@ -80,7 +83,8 @@ def _td_rows(kind: str) -> Callable:
     return rows
 
 
-for _name in LOSSES.builtin:
+TD_LOSSES = ("mse", "huber")  # the losses on the TD error of Q-values
+for _name in TD_LOSSES:
     LOSSES.register(_name, Loss(_name, _td_rows(_name)), builtin=True)
 BUILTIN = LOSSES.builtin
 

@@ -45,7 +45,10 @@ class QNetwork(nn.Module):
       nature: use the Nature-DQN conv torso (`conv_channels` is then ignored).
       conv_impl: the Nature torso's `Conv.impl`.
       dueling: value + advantage head (the same as `head="dueling"`).
-      head: the value head's name (`agent.heads`): "scalar", "dueling" or a registered one.
+      head: the value head's name (`agent.heads`): "scalar", "dueling", a distributional head
+        ("c51", "qr-dqn", "hl-gauss") or a registered one.
+      head_args: the settings of a head that has them (`heads.HeadArgs`; `dueling` is this
+        module's).
       lstm: LSTM width (0: a feed-forward network).
       dtype: compute dtype.
       param_dtype: parameter dtype.
@@ -59,6 +62,7 @@ class QNetwork(nn.Module):
     conv_impl: str = "auto"
     dueling: bool = False
     head: str = "scalar"
+    head_args: _heads.HeadArgs = _heads.HeadArgs()
     lstm: int = 0
     dtype: Any = jnp.float32
     param_dtype: Any = jnp.float32
@@ -100,8 +104,12 @@ class QNetwork(nn.Module):
 
     @property
     def value_head(self) -> _heads.ValueHead:
-        """The value head (`heads.get(head)`; `dueling=True` is the "dueling" head)."""
-        return _heads.DUELING if self.dueling else _heads.get(self.head)
+        """The value head (`heads.get(head)` built for `head_args`; `dueling=True` is the
+        "dueling" head, or the dueling form of a configurable head)."""
+        head = _heads.get(self.head)
+        if head.configure is not None:
+            return head.built(self.head_args._replace(dueling=self.dueling))
+        return _heads.DUELING if self.dueling else head
 
     @classmethod
     def from_config(cls, config: NetworkConfig, spec: EnvSpec, **kwargs: Any) -> QNetwork:
@@ -124,6 +132,9 @@ class QNetwork(nn.Module):
             nature=kind == "nature",
             dueling=config.dueling,
             head=config.head or "scalar",
+            head_args=_heads.HeadArgs(
+                config.num_atoms, config.v_min, config.v_max, config.num_quantiles, config.hl_sigma
+            ),
             lstm=config.lstm,
             **{"conv_impl": config.conv_impl, **kwargs},
         )

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxrl_fast.config.fields import config_class, is_int, require
+from jaxrl_fast.config.fields import config_class, is_int, is_num, require
 from jaxrl_fast.registry import HEADS
 
 _NETWORKS = ("auto", "mlp", "cnn", "nature")
+
 _CONV_IMPLS = ("auto", "conv", "patches", "conv_patches_grad", "conv_canonical_grads")
 
 
@@ -22,9 +23,19 @@ class NetworkConfig:
         "auto" (cnn for image observations).
       hidden_sizes: widths of the MLP hidden layers (or of the dense layers after the conv).
       conv_channels: channels of the CNN's 3x3 conv layers (stride 1).
-      dueling: use a dueling value/advantage head (the same as `head="dueling"`).
+      dueling: use a dueling value/advantage head (the same as `head="dueling"`; with a
+        distributional head, its dueling form, as Rainbow's).
       head: None (the scalar head, or the dueling head with `dueling`), or the name of a value
-        head: "scalar", "dueling", or one added with `jaxrl_fast.agent.heads.register`.
+        head: "scalar", "dueling", the distributional heads "c51" (categorical over
+        `num_atoms` fixed atoms in `[v_min, v_max]`), "qr-dqn" (`num_quantiles` quantiles) and
+        "hl-gauss" (a histogram over `num_atoms` bins of `[v_min, v_max]` trained on a
+        Gaussian-smoothed target, `hl_sigma`), each trained by the `DQNConfig.loss` of its name
+        (docs/distributional.md), or one added with `jaxrl_fast.agent.heads.register`.
+      num_atoms: atoms of "c51" / bins of "hl-gauss" (>= 2).
+      v_min, v_max: their support (v_min < v_max): the range the returns fall in.
+      num_quantiles: quantiles of "qr-dqn" (>= 1).
+      hl_sigma: "hl-gauss"'s smoothing standard deviation relative to the bin width (> 0; 0.75
+        as Farebrother et al. 2024).
       conv_impl: how the Nature torso's strided convolutions compute: "conv", "patches"
         (patches x matmul), "conv_patches_grad" (convolutions, but the kernel gradient as
         patches x matmul), "conv_canonical_grads" (convolutions whose gradients are written
@@ -44,6 +55,11 @@ class NetworkConfig:
     conv_channels: tuple[int, ...] = (16,)
     dueling: bool = False
     head: str | None = None
+    num_atoms: int = 51
+    v_min: float = -10.0
+    v_max: float = 10.0
+    num_quantiles: int = 200
+    hl_sigma: float = 0.75
     conv_impl: str = "auto"
     lstm: int = 0
 
@@ -74,7 +90,20 @@ class NetworkConfig:
         )
         require(self, "dueling", isinstance(self.dueling, bool), "True or False")
         require(self, "head", self.head is None or self.head in HEADS, f"None or {HEADS.allowed()}")
-        if self.dueling and self.head not in (None, "dueling"):
+        require(self, "num_atoms", is_int(self.num_atoms) and self.num_atoms >= 2, "an int >= 2")
+        require(self, "v_min", is_num(self.v_min), "a float below v_max")
+        require(
+            self, "v_max", is_num(self.v_max) and self.v_max > self.v_min, "a float above v_min"
+        )
+        require(
+            self,
+            "num_quantiles",
+            is_int(self.num_quantiles) and self.num_quantiles >= 1,
+            "an int >= 1",
+        )
+        require(self, "hl_sigma", is_num(self.hl_sigma) and self.hl_sigma > 0, "a float > 0")
+        configurable = getattr(HEADS.find(self.head or ""), "configure", None) is not None
+        if self.dueling and self.head not in (None, "dueling") and not configurable:
             raise ValueError(
                 f"NetworkConfig.dueling=True and head={self.head!r} name two heads; set one "
                 f"(dueling=True is head='dueling')."

@@ -1,0 +1,208 @@
+"""Distributional value heads and their losses: C51, QR-DQN and HL-Gauss.
+
+Each is a value head (`agent.heads`) with settings (`NetworkConfig.num_atoms`, `v_min`, `v_max`,
+`num_quantiles`, `hl_sigma`; `dueling` gives its dueling form) and a loss of the same name
+(`agent.losses`) that reads its output. `q_values(output)` is the distribution's mean, so
+acting, evaluation, the baseline, demonstrations' margin and the xla-report read Q-values as
+from any head; double-Q selection, n-step discounts (`batch.discount`), importance weights and
+padding rows work as for the TD losses.
+
+- **c51** (Bellemare et al. 2017): logits `[B, A, N]` over `N = num_atoms` atoms evenly spaced
+  in `[v_min, v_max]`. Target: the next state's distribution at the greedy (or double-Q) action,
+  its atoms moved to `r + discount * z`, clipped to the support and projected back onto the atoms
+  (each moved atom's mass split between its two neighbours); loss: the cross-entropy to it. The
+  per-row loss is also the row's "TD error" for prioritised replay, as Rainbow's priorities.
+- **qr-dqn** (Dabney et al. 2018): `N = num_quantiles` quantile values `[B, A, N]` at the
+  midpoints `tau_i = (2i + 1) / 2N`; loss: the quantile Huber loss between every predicted
+  quantile i and every target sample `r + discount * theta_j`:
+  `sum_i mean_j |tau_i - 1{u_ij < 0}| huber_kappa(u_ij)`, with kappa `DQNConfig.huber_delta`
+  (traced, so sweepable; QR-DQN's kappa = 1 is the default). rlax's `quantile_q_learning` form.
+- **hl-gauss** (Farebrother et al. 2024, "Stop Regressing"): logits over `N = num_atoms` bins of
+  equal width `w` covering `[v_min, v_max]` (values at the bin centres). Target: the scalar TD
+  target `y = r + discount * Q_target(s', a*)` (clipped to the support) smeared by a Gaussian of
+  standard deviation `hl_sigma * w`; each bin gets the Gaussian's mass over it, renormalised to
+  the support: `(Phi((e_{i+1} - y) / sigma) - Phi((e_i - y) / sigma)) / (Phi(e_N) - Phi(e_0))`;
+  loss: the cross-entropy to it. The TD error is `y - Q(s, a)`.
+
+A head's output carries its atoms (a constant), so its loss needs no settings of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl_fast.agent import heads, losses
+from jaxrl_fast.agent.heads import HeadArgs, ValueHead, head_init
+from jaxrl_fast.types import Array
+
+__all__ = [
+    "Categorical",
+    "Quantiles",
+    "c51_rows",
+    "categorical_projection",
+    "hl_gauss_probs",
+    "hl_gauss_rows",
+    "qr_rows",
+    "quantile_midpoints",
+]
+
+
+class Categorical(NamedTuple):
+    """A categorical head's output: `logits [B, A, N]` over the values `atoms [N]` (C51's
+    atoms; HL-Gauss's bin centres), and HL-Gauss's smoothing `sigma` (absolute; 0 for C51)."""
+
+    logits: Array
+    atoms: Array
+    sigma: Array
+
+
+class Quantiles(NamedTuple):
+    """A quantile head's output: the quantile values `[B, A, N]` at `quantile_midpoints(N)`."""
+
+    values: Array
+
+
+def quantile_midpoints(n: int) -> Array:
+    """`tau_i = (2i + 1) / 2n`, the quantile levels of QR-DQN's `n` outputs."""
+    return (jnp.arange(n, dtype=jnp.float32) + 0.5) / n
+
+
+def _per_action(features: Array, num_actions: int, n: int, dense, dueling: bool) -> Array:
+    """`[B, A, n]` outputs per action; dueling: a value stream `[B, 1, n]` plus the advantages
+    centred over actions."""
+    adv = dense(num_actions * n, head_init)(features)
+    adv = adv.reshape(*features.shape[:-1], num_actions, n)
+    if not dueling:
+        return adv
+    value = dense(n, head_init)(features)[..., None, :]
+    return value + adv - adv.mean(axis=-2, keepdims=True)
+
+
+def _take(x: Array, actions: Array) -> Array:
+    """`x[b, actions[b]]` for `x [B, A, N]`: `[B, N]`."""
+    return jnp.take_along_axis(x, actions[:, None, None].astype(jnp.int32), axis=1)[:, 0]
+
+
+def _categorical_q(out: Categorical) -> Array:
+    return jnp.sum(jax.nn.softmax(out.logits, axis=-1) * out.atoms, axis=-1)
+
+
+def _categorical_head(name: str, loss: str, smoothed: bool):
+    def configure(args: HeadArgs) -> ValueHead:
+        n = args.num_atoms
+        if smoothed:  # bin centres of n equal bins over [v_min, v_max]
+            width = (args.v_max - args.v_min) / n
+            atoms = args.v_min + width * (jnp.arange(n, dtype=jnp.float32) + 0.5)
+            sigma = args.sigma * width
+        else:
+            atoms, sigma = jnp.linspace(args.v_min, args.v_max, n, dtype=jnp.float32), 0.0
+
+        def apply(features: Array, num_actions: int, dense) -> Categorical:
+            logits = _per_action(features, num_actions, n, dense, args.dueling)
+            return Categorical(logits, atoms, jnp.asarray(sigma, jnp.float32))
+
+        return ValueHead(name, apply, _categorical_q, loss=loss)
+
+    return ValueHead(name, _unbuilt(name), _categorical_q, configure, loss)
+
+
+def _quantile_head(args: HeadArgs) -> ValueHead:
+    def apply(features: Array, num_actions: int, dense) -> Quantiles:
+        return Quantiles(
+            _per_action(features, num_actions, args.num_quantiles, dense, args.dueling)
+        )
+
+    return ValueHead("qr-dqn", apply, _quantile_q, loss="qr-dqn")
+
+
+def _quantile_q(out: Quantiles) -> Array:
+    return out.values.mean(axis=-1)
+
+
+def _unbuilt(name: str):
+    def apply(*_):
+        raise ValueError(f"value head {name!r} has settings: build it with head.built(HeadArgs).")
+
+    return apply
+
+
+# ---- targets and losses -----------------------------------------------------------------------
+def _bootstrap_action(out_t, out_t_select, q_values) -> Array:
+    """The next state's action: the argmax of the online net's Q (double Q) or the target's."""
+    select = out_t if out_t_select is None else out_t_select
+    return jnp.argmax(q_values(select), axis=-1)
+
+
+def categorical_projection(probs: Array, values: Array, atoms: Array) -> Array:
+    """Project a distribution with `probs [B, M]` on `values [B, M]` onto the fixed `atoms [N]`
+    (evenly spaced): each value is clipped to `[atoms[0], atoms[-1]]` and its mass split between
+    the two nearest atoms in proportion to closeness. Returns `[B, N]`."""
+    dz = atoms[1] - atoms[0]
+    values = jnp.clip(values, atoms[0], atoms[-1])
+    weight = jnp.clip(1.0 - jnp.abs(values[:, :, None] - atoms[None, None, :]) / dz, 0.0, 1.0)
+    return jnp.einsum("bm,bmn->bn", probs, weight)
+
+
+def c51_rows(out_tm1, a_tm1, r_t, discount_t, out_t, out_t_select, q_values, delta):
+    """C51's cross-entropy per row, and the same as the row's priority signal."""
+    del delta
+    a_t = _bootstrap_action(out_t, out_t_select, q_values)
+    p_t = jax.nn.softmax(_take(out_t.logits, a_t), axis=-1)
+    moved = r_t[:, None] + discount_t[:, None] * out_t.atoms[None, :]
+    target = jax.lax.stop_gradient(categorical_projection(p_t, moved, out_t.atoms))
+    log_p = jax.nn.log_softmax(_take(out_tm1.logits, a_tm1), axis=-1)
+    loss = -jnp.sum(target * log_p, axis=-1)
+    return loss, loss
+
+
+def qr_rows(out_tm1, a_tm1, r_t, discount_t, out_t, out_t_select, q_values, delta):
+    """QR-DQN's quantile Huber loss per row (kappa = `delta`), and the mean TD error."""
+    theta = _take(out_tm1.values, a_tm1)  # [B, N]
+    a_t = _bootstrap_action(out_t, out_t_select, q_values)
+    target = r_t[:, None] + discount_t[:, None] * _take(out_t.values, a_t)  # [B, N']
+    target = jax.lax.stop_gradient(target)
+    u = target[:, None, :] - theta[:, :, None]  # [B, N, N']
+    tau = quantile_midpoints(theta.shape[-1])[None, :, None]
+    abs_u = jnp.abs(u)
+    huber = jnp.where(abs_u <= delta, 0.5 * u**2, delta * (abs_u - 0.5 * delta))
+    loss = jnp.sum(jnp.mean(jnp.abs(tau - (u < 0)) * huber, axis=-1), axis=-1)
+    return loss, target.mean(axis=-1) - theta.mean(axis=-1)
+
+
+def hl_gauss_probs(y: Array, atoms: Array, sigma: Array) -> Array:
+    """HL-Gauss's target `[B, N]`: the mass of `Normal(y, sigma)` over each bin (centres `atoms`,
+    equal widths), renormalised to the bins' whole range; `y [B]` is clipped to that range."""
+    width = atoms[1] - atoms[0]
+    edges = jnp.concatenate([atoms - 0.5 * width, atoms[-1:] + 0.5 * width])
+    y = jnp.clip(y, edges[0], edges[-1])
+    cdf = jax.scipy.special.erf((edges[None, :] - y[:, None]) / (math.sqrt(2.0) * sigma))
+    return (cdf[:, 1:] - cdf[:, :-1]) / (cdf[:, -1:] - cdf[:, :1])
+
+
+def hl_gauss_rows(out_tm1, a_tm1, r_t, discount_t, out_t, out_t_select, q_values, delta):
+    """HL-Gauss's cross-entropy per row, and the scalar TD error."""
+    del delta
+    a_t = _bootstrap_action(out_t, out_t_select, q_values)
+    v_t = jnp.take_along_axis(q_values(out_t), a_t[:, None], axis=-1)[:, 0]
+    y = jax.lax.stop_gradient(r_t + discount_t * v_t)
+    target = jax.lax.stop_gradient(hl_gauss_probs(y, out_t.atoms, out_t.sigma))
+    log_p = jax.nn.log_softmax(_take(out_tm1.logits, a_tm1), axis=-1)
+    q_a = jnp.take_along_axis(q_values(out_tm1), a_tm1[:, None].astype(jnp.int32), axis=-1)[:, 0]
+    return -jnp.sum(target * log_p, axis=-1), y - q_a
+
+
+C51 = _categorical_head("c51", "c51", smoothed=False)
+HL_GAUSS = _categorical_head("hl-gauss", "hl-gauss", smoothed=True)
+QR = ValueHead("qr-dqn", _unbuilt("qr-dqn"), _quantile_q, _quantile_head, "qr-dqn")
+for _head in (C51, QR, HL_GAUSS):
+    heads.HEADS.register(_head.name, _head, builtin=True)
+for _loss in (
+    losses.Loss("c51", c51_rows, "c51"),
+    losses.Loss("qr-dqn", qr_rows, "qr-dqn"),
+    losses.Loss("hl-gauss", hl_gauss_rows, "hl-gauss"),
+):
+    losses.LOSSES.register(_loss.name, _loss, builtin=True)
