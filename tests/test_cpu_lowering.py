@@ -20,12 +20,10 @@ from jaxrl_fast import cpu_lowering
 
 cpu = pytest.mark.skipif(jax.default_backend() != "cpu", reason="the rule is the CPU's")
 
-# Random draws whose bits are compared: splits, bits, floats, ints, under jit and vmap.
+# Random draws whose bits are compared: splits, bits, floats, ints, under jit and vmap. This
+# process draws them with the straight-line lowering; a child process keeps JAX's rolled loop.
 DRAWS = r"""
-import json, sys
 import jax, jax.numpy as jnp
-import jaxrl_fast
-from jaxrl_fast import cpu_lowering
 
 @jax.jit
 def draws(key):
@@ -39,22 +37,35 @@ def draws(key):
         "randint": jax.random.randint(keys[2], (6,), 0, 7),
         "vmapped": jax.vmap(lambda k: jax.random.uniform(k, (2,)))(keys),
     }
-
+"""
+CHILD = (
+    DRAWS
+    + r"""
+import json, sys
+import jaxrl_fast
+from jaxrl_fast import cpu_lowering
 out = {k: v.tolist() for k, v in draws(jax.random.key(int(sys.argv[1]))).items()}
 print(json.dumps({"installed": cpu_lowering.installed(), "draws": out}))
 """
+)
 
 
-def _draws(seed: int, **env: str) -> dict:
+def _rolled_draws(seed: int) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-c", DRAWS, str(seed)],
+        [sys.executable, "-c", CHILD, str(seed)],
         capture_output=True,
         text=True,
         timeout=120,
-        env=child_env(cache=False, **env),
+        env=child_env(cache=False, **{cpu_lowering.OPT_OUT: "1"}),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _draws(seed: int) -> dict:
+    scope: dict = {}
+    exec(DRAWS, scope)
+    return {k: np.asarray(v) for k, v in scope["draws"](jax.random.key(seed)).items()}
 
 
 @cpu
@@ -80,10 +91,9 @@ def test_known_answers():
 
 @cpu
 def test_same_bits_as_jax_rolled_loop():
-    ours = _draws(3)
-    rolled = _draws(3, **{cpu_lowering.OPT_OUT: "1"})
-    assert ours["installed"] and not rolled["installed"]
-    assert ours["draws"].keys() == rolled["draws"].keys()
-    for name, value in ours["draws"].items():
-        np.testing.assert_array_equal(np.asarray(value), np.asarray(rolled["draws"][name]), name)
-    assert _draws(4)["draws"]["bits"] != ours["draws"]["bits"]  # the seed reaches the draws
+    ours, rolled = _draws(3), _rolled_draws(3)
+    assert cpu_lowering.installed() and not rolled["installed"]
+    assert ours.keys() == rolled["draws"].keys()
+    for name, value in ours.items():
+        np.testing.assert_array_equal(value, np.asarray(rolled["draws"][name]), name)
+    assert not np.array_equal(_draws(4)["bits"], ours["bits"])  # the seed reaches the draws
