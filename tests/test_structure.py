@@ -24,6 +24,7 @@ LAYERS = {
         "checkpoint",
         "schedules",
         "precision",
+        "device_precision",
         "seeds",
         "demos",
     },  # fmt: skip
