@@ -63,7 +63,7 @@ def make_evaluate(
             config.env, num_seeds, num_envs=episodes, seed=config.seed + 1, evaluation=True
         )
     epsilon = jnp.float32(config.eval_epsilon)
-    act = jax.vmap(agent.step, in_axes=(0, 0, 0, 0, None, None))
+    act = jax.vmap(agent.eval_step or agent.step, in_axes=(0, 0, 0, 0, None, None))
 
     def evaluate(agents: AgentState, keys: PRNGKey, env_params: dict | None = None) -> Array:
         fp32 = mp.shared_fallback(agents.loss_scale)  # shared by the seeds, as in training

@@ -78,6 +78,12 @@ HEADS = Registry(
 LOSSES = Registry(
     "DQNConfig.loss",
     "loss",
-    ("mse", "huber", "c51", "qr-dqn", "hl-gauss"),
+    ("mse", "huber", "c51", "qr-dqn", "hl-gauss", "m-dqn"),
     "jaxrl_fast.agent.losses.register",
+)
+DENSE_LAYERS = Registry(
+    "NetworkConfig.dense",
+    "dense layer",
+    ("dense", "noisy"),
+    "jaxrl_fast.agent.dense.register",
 )

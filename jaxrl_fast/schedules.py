@@ -20,6 +20,7 @@ import jax.numpy as jnp
 
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.hparams import HParams, Kinds, hparams_of, kinds_of
+from jaxrl_fast.registry import DENSE_LAYERS
 
 
 class Schedules(NamedTuple):
@@ -158,6 +159,7 @@ def budget_warnings(config: TrainConfig) -> list[str]:
     * Epsilon's decay ends inside the prefill (`learning_starts`), whose actions are uniform
       anyway: training starts at the final epsilon.
     * The prefill takes more than `MAX_PREFILL_SHARE` of `total_env_steps`.
+    * Dense layers that explore by their noise (noisy nets) with epsilon-greedy on top.
 
       >>> from jaxrl_fast import presets
       >>> budget_warnings(presets.get("minatar-breakout").replace(total_env_steps=30_000))[0][:61]
@@ -188,6 +190,14 @@ def budget_warnings(config: TrainConfig) -> list[str]:
             f"{what} ends the decay of epsilon at env step {ends:,.0f}, inside the prefill "
             f"(learning_starts={prefill:,}) of total_env_steps={total:,}: training starts at "
             f"epsilon_end={s.epsilon_end:g}. Fix: {fix}, or a smaller learning_starts."
+        )
+    layer = DENSE_LAYERS.find(config.network.dense)
+    if getattr(layer, "explores", False) and max(s.epsilon_start, s.epsilon_end) > 0:
+        out.append(
+            f"NetworkConfig.dense={config.network.dense!r} explores by its noise, and epsilon-"
+            f"greedy explores on top (epsilon_start={s.epsilon_start:g}, epsilon_end="
+            f"{s.epsilon_end:g}). Fix: ScheduleConfig(epsilon_start=0.0, epsilon_end=0.0), as the "
+            f"noisy presets set."
         )
     if prefill > MAX_PREFILL_SHARE * total:
         out.append(

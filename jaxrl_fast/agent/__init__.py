@@ -5,9 +5,12 @@ torsos       MLP, MinAtar CNN, Nature CNN, LSTM core
 heads        value heads (scalar, dueling; `heads.register` adds one)
 losses       TD losses over transitions (mse, huber; `losses.register` adds one)
 distributional  the C51, QR-DQN and HL-Gauss heads and their losses
+munchausen   M-DQN's targets: the loss "m-dqn"
 sequence_loss  the recurrent loss over stored sequences (R2D2)
 margin       the demonstrations' large-margin term
 exploration  epsilon-greedy
+dense        dense layer kinds (dense; `dense.register` adds one)
+noisy        noisy nets: the dense layer kind "noisy"
 optim        Adam / 1-bit Adam with clipping and the skip of non-finite steps
 update       one gradient step with the precision policy inside
 target       the target network's update
@@ -16,6 +19,8 @@ dqn          `make_agent`: assembles the parts into an `Agent`
 """
 
 from jaxrl_fast.agent import distributional  # noqa: F401  (registers its heads and losses)
+from jaxrl_fast.agent import munchausen  # noqa: F401  (registers the loss "m-dqn")
+from jaxrl_fast.agent import noisy  # noqa: F401  (registers the dense layer kind "noisy")
 from jaxrl_fast.agent.dqn import Agent, make_agent
 from jaxrl_fast.agent.heads import ValueHead
 from jaxrl_fast.agent.losses import Loss

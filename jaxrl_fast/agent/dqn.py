@@ -14,6 +14,7 @@ baseline (`Agent.act` is it for a feed-forward agent).
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, Callable, NamedTuple
 
 import flax.linen as nn
@@ -24,12 +25,13 @@ import numpy as np
 from jaxrl_fast import precision as mp
 from jaxrl_fast.agent import heads
 from jaxrl_fast.agent import losses as _losses
+from jaxrl_fast.agent.dense import rngs
 from jaxrl_fast.agent.exploration import epsilon_greedy
 from jaxrl_fast.agent.losses import make_loss, td_errors
 from jaxrl_fast.agent.margin import margin_weight
 from jaxrl_fast.agent.optim import make_optimizer, optimizer_of
 from jaxrl_fast.agent.sequence_loss import make_sequence_loss
-from jaxrl_fast.agent.state import AgentState, UpdateMetrics
+from jaxrl_fast.agent.state import AgentState, LossKnobs, UpdateMetrics
 from jaxrl_fast.agent.target import update_target
 from jaxrl_fast.agent.update import make_update
 from jaxrl_fast.config import DQNConfig, ReplayConfig, ScheduleConfig
@@ -58,6 +60,8 @@ class Agent(NamedTuple):
     `end_episodes(carry, reset [..., E])` zeroes it where an episode has just ended;
     `act(agent, key, obs, epsilon, fp32=None) -> actions` is `step` for a feed-forward agent.
     `q_values(params, obs, fp32=False) -> [B, A]` are the value head's Q-values.
+    `eval_step` is `step` as the evaluation acts: with the network's exploration noise (noisy
+    layers) off; epsilon stays the caller's.
     """
 
     init: Callable[[PRNGKey, Array], AgentState]
@@ -69,6 +73,7 @@ class Agent(NamedTuple):
     step: Callable[..., tuple[Array, Any]] = None  # type: ignore[assignment]
     initial_carry: Callable[[int], Any] = None  # type: ignore[assignment]
     recurrent: bool = False
+    eval_step: Callable[..., tuple[Array, Any]] = None  # type: ignore[assignment]
 
     def end_episodes(self, carry: Any, reset: Array) -> Any:
         """`carry` with the state of the envs whose step was a reset step zeroed (the next
@@ -115,7 +120,7 @@ def _make_losses(config: DQNConfig, networks: tuple, sequence, demo, update_gamm
 
     def loss_args(agent: AgentState) -> tuple:
         hp = agent.hparams
-        knobs = (hp.huber_delta, update_gamma(agent.grad_steps, hp))
+        knobs = LossKnobs(hp.huber_delta, update_gamma(agent.grad_steps, hp), hp, agent.rng)
         if demo is None:
             return (knobs,)
         return (knobs, margin_weight(demo[1], demo[2], agent.grad_steps))
@@ -137,6 +142,11 @@ def _check_parts(network: nn.Module, config: DQNConfig, recurrent: bool, sequenc
             f"a recurrent network (NetworkConfig.lstm > 0) trains with the sequence loss over "
             f"Q-values: DQNConfig.loss={config.loss!r} must be one of {_losses.TD_LOSSES} and "
             f"NetworkConfig.head={head.name!r} one of {heads.Q_HEADS}."
+        )
+    if recurrent and getattr(network, "rng_streams", ()):
+        raise ValueError(
+            f"NetworkConfig.dense={network.dense_layer!r} draws noise, which the recurrent "
+            f"loss does not pass; use dense='dense' with lstm > 0."
         )
     loss = _losses.get(config.loss)
     if head.loss is not None and config.loss != head.loss:
@@ -200,11 +210,16 @@ def make_agent(
         config, (network, network_fp32), sequence, demo, update_gamma or _first_gamma
     )
 
-    def forward(params: Params, obs: Array, carry: Any, fp32) -> Any:
+    streams = getattr(network, "rng_streams", ())
+
+    def forward(params: Params, obs: Array, carry: Any, fp32, key=None) -> Any:
         args = (params, obs, carry) if recurrent else (params, obs)
+        r = rngs(streams, key)
+        kw = {} if r is None else {"rngs": r}
         if not precision.fallback:
-            return network.apply(*args)
-        return mp.fallback_cond(fp32, network_fp32.apply, network.apply, *args)
+            return network.apply(*args, **kw)
+        fns = (partial(network_fp32.apply, **kw), partial(network.apply, **kw))
+        return mp.fallback_cond(fp32, *fns, *args)
 
     def initial_carry(num_envs: int) -> Any:
         return network.initial_carry(num_envs) if recurrent else ()
@@ -218,14 +233,24 @@ def make_agent(
     def init(key: PRNGKey, example_obs: Array, hparams: HParams | None = None) -> AgentState:
         hp = jax.tree.map(jnp.asarray, default_hp if hparams is None else hparams)
         extra = (initial_carry(example_obs.shape[0]),) if recurrent else ()
+        rng = None
+        if streams:  # the updates' draws get a key of their own
+            key, rng = jax.random.split(key)
         params = network_fp32.init(key, example_obs, *extra)
         return AgentState(params, params, optimizer(hp).init(params), jnp.zeros((), jnp.int32),
-                          loss_scale.init(hp), hp)  # fmt: skip
+                          loss_scale.init(hp), hp, rng)  # fmt: skip
 
-    def policy(agent: AgentState, key: PRNGKey, obs: Array, carry: Any, epsilon: Array, fp32=None):
-        """Epsilon-greedy actions `[E]` and the next recurrent state (`()` stays `()`)."""
+    def policy(
+        agent: AgentState, key: PRNGKey, obs: Array, carry: Any, epsilon: Array, fp32=None,
+        noise: bool = True,
+    ):  # fmt: skip
+        """Epsilon-greedy actions `[E]` and the next recurrent state (`()` stays `()`); a network
+        that draws noise draws it from `key` (`noise=False`: its mean function)."""
         fp32 = agent.loss_scale.fallback if fp32 is None else fp32
-        out = forward(agent.params, obs, carry, fp32)
+        noise_key = None
+        if streams and noise:
+            key, noise_key = jax.random.split(key)
+        out = forward(agent.params, obs, carry, fp32, noise_key)
         out, carry = out if recurrent else (out, carry)
         return epsilon_greedy(key, to_q(out), epsilon, num_actions), carry
 
@@ -239,5 +264,19 @@ def make_agent(
         return policy(agent, key, obs, (), epsilon, fp32)[0]
 
     update = make_update(loss_lowp, loss_fp32, loss_args, optimizer, precision, exchange)
+    if streams:  # each update draws with a fresh key: the loss's, and the state's next
+        update = _drawing(update)
     return Agent(init, act, update, update_target, q_values, precision, policy, initial_carry,
-                 recurrent)  # fmt: skip
+                 recurrent, partial(policy, noise=False))  # fmt: skip
+
+
+def _drawing(update: Callable) -> Callable:
+    """`update` for a network that draws: the loss reads `agent.rng` (`LossKnobs.key`), so it
+    gets one half of a split and the new state keeps the other."""
+
+    def drawing(agent: AgentState, batch, fp32=None, step=None):
+        rng, key = jax.random.split(agent.rng)
+        new, td, metrics = update(agent.replace(rng=key), batch, fp32, step)
+        return new.replace(rng=rng), td, metrics
+
+    return drawing

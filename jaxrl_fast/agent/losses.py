@@ -34,6 +34,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxrl_fast.agent.dense import rngs
 from jaxrl_fast.agent.sequence_loss import per_item_loss
 from jaxrl_fast.config import DQNConfig
 from jaxrl_fast.registry import LOSSES
@@ -65,11 +66,20 @@ def td_errors(q_tm1, a_tm1, r_t, discount_t, q_t_target, q_t_select=None):
 
 class Loss(NamedTuple):
     """A TD loss: `rows(...) -> (loss [B], td [B])` (module docstring); `head`: the value head
-    whose output it reads (None: any head, through `q_values`)."""
+    whose output it reads (None: any head, through `q_values`).
+
+    Two optional inputs, each passed to `rows` as a keyword only when the loss asks for it:
+    `target_tm1=True` gives `target_tm1=` the target network's output at the sampled
+    observations (Munchausen's policy at `s`); `settings(hparams) -> tuple` picks the loss's own
+    traced settings from the seed's `HParams` (fields declared `knob(sweep=True)` in
+    `DQNConfig`), passed as `settings=`.
+    """
 
     name: str
     rows: Callable[..., tuple[Array, Array]]
     head: str | None = None
+    target_tm1: bool = False
+    settings: Callable[[Any], tuple] | None = None
 
 
 def _td_rows(kind: str) -> Callable:
@@ -109,6 +119,15 @@ def _identity(x: Any) -> Any:
     return x
 
 
+def _config_hparams(config: DQNConfig):
+    """The `HParams` of `config` with the other sections' defaults (a loss called without
+    knobs reads its settings from these)."""
+    from jaxrl_fast.config import ReplayConfig, ScheduleConfig
+    from jaxrl_fast.hparams import hparams_from_parts
+
+    return hparams_from_parts(config, ScheduleConfig(), ReplayConfig())
+
+
 def make_loss(
     config: DQNConfig,
     net: Any,
@@ -119,25 +138,45 @@ def make_loss(
     margin_weight=0) -> (loss, (td [B], mean Q of the taken actions))`.
 
     The loss is `config.loss`'s (`get`) per-row loss weighted by `batch.weight` (importance
-    weights; 0: padding) and averaged over the valid rows. `knobs` are `(huber delta, gamma)` of
-    this update (traced `HParams`; gamma is already in `batch.discount` here); None: the
-    config's. With a `margin` (demonstrations, DQfD) it adds `margin_weight` x the large-margin
+    weights; 0: padding) and averaged over the valid rows. `knobs` are this update's
+    `state.LossKnobs` (Huber delta, gamma, the seed's `HParams`; traced; gamma is already in
+    `batch.discount` here); None: the config's. With a `margin` (demonstrations, DQfD) it adds `margin_weight` x the large-margin
     term over the batch's demonstration rows (`agent.margin`). `q_values` maps the network's
     output to Q-values (default: the output is the Q-values).
     """
     from jaxrl_fast.agent.margin import margin_term
 
-    loss_rows = get(config.loss).rows
+    spec = get(config.loss)
     q_values = q_values or _identity
+    default_hp = None if spec.settings is None else _config_hparams(config)
+
+    streams = getattr(net, "rng_streams", ())
 
     def loss_fn(params, target_params, batch: Batch, knobs=None, margin_weight=0.0):
         delta = config.huber_delta if knobs is None else knobs[0]
-        out_tm1 = net.apply(params, batch.obs)
-        out_t_target = net.apply(target_params, batch.next_obs)
+        key = getattr(knobs, "key", None)
+        # each pass of a network that draws (noisy layers) its own key; else no key at all
+        keys = [None] * 4 if key is None or not streams else list(jax.random.split(key, 4))
+
+        def apply(p, obs, k):
+            r = rngs(streams, k)
+            return net.apply(p, obs) if r is None else net.apply(p, obs, rngs=r)
+
+        extra = {}
+        if spec.settings is not None:
+            hp = getattr(knobs, "hparams", None)
+            hp = default_hp if hp is None else hp
+            extra["settings"] = spec.settings(hp)
+        if spec.target_tm1:
+            extra["target_tm1"] = apply(target_params, batch.obs, keys[3])
+        out_tm1 = apply(params, batch.obs, keys[0])
+        out_t_target = apply(target_params, batch.next_obs, keys[1])
         out_t_select = (
-            net.apply(jax.lax.stop_gradient(params), batch.next_obs) if config.double_q else None
+            apply(jax.lax.stop_gradient(params), batch.next_obs, keys[2])
+            if config.double_q
+            else None
         )
-        per_item, td = loss_rows(
+        per_item, td = spec.rows(
             out_tm1,
             batch.action,
             batch.reward,
@@ -146,6 +185,7 @@ def make_loss(
             out_t_select,
             q_values,
             delta,
+            **extra,
         )
         w = batch.weight
         valid = (w > 0).astype(jnp.float32)

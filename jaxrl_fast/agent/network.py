@@ -19,6 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxrl_fast.agent import dense as _dense
 from jaxrl_fast.agent import heads as _heads
 from jaxrl_fast.agent import torsos
 from jaxrl_fast.agent.layers import Conv, hidden_init, orthogonal_init
@@ -49,6 +50,8 @@ class QNetwork(nn.Module):
         ("c51", "qr-dqn", "hl-gauss") or a registered one.
       head_args: the settings of a head that has them (`heads.HeadArgs`; `dueling` is this
         module's).
+      dense_layer: the kind of every dense layer (`agent.dense`): "dense" or "noisy".
+      noisy_sigma0: the noisy layers' initial noise scale (`NetworkConfig.noisy_sigma0`).
       lstm: LSTM width (0: a feed-forward network).
       dtype: compute dtype.
       param_dtype: parameter dtype.
@@ -63,6 +66,8 @@ class QNetwork(nn.Module):
     dueling: bool = False
     head: str = "scalar"
     head_args: _heads.HeadArgs = _heads.HeadArgs()
+    dense_layer: str = "dense"
+    noisy_sigma0: float = 0.5
     lstm: int = 0
     dtype: Any = jnp.float32
     param_dtype: Any = jnp.float32
@@ -83,12 +88,14 @@ class QNetwork(nn.Module):
         x = obs.astype(self.dtype)
         if obs.dtype == jnp.uint8:
             x = x * jnp.asarray(1.0 / 255.0, self.dtype)
-        dense = lambda n, init=hidden_init: nn.Dense(  # noqa: E731
+        make = _dense.get(self.dense_layer).make
+        dense = lambda n, init=hidden_init: make(  # noqa: E731
             n,
-            kernel_init=init,
+            init,
             dtype=self.dtype,
             param_dtype=self.param_dtype,
             precision=self.precision,
+            sigma0=self.noisy_sigma0,
         )
         x = torsos.TORSOS[self.torso](self, x, dense)
         if self.lstm:
@@ -96,6 +103,11 @@ class QNetwork(nn.Module):
         out = self.value_head.apply(x, self.num_actions, dense)
         out = jax.tree.map(lambda y: y.astype(jnp.float32), out)
         return (out, carry) if self.lstm else out
+
+    @property
+    def rng_streams(self) -> tuple[str, ...]:
+        """The flax random streams its layers draw from (`agent.dense`; () for none)."""
+        return _dense.get(self.dense_layer).streams
 
     @property
     def torso(self) -> str:
@@ -135,6 +147,8 @@ class QNetwork(nn.Module):
             head_args=_heads.HeadArgs(
                 config.num_atoms, config.v_min, config.v_max, config.num_quantiles, config.hl_sigma
             ),
+            dense_layer=config.dense,
+            noisy_sigma0=config.noisy_sigma0,
             lstm=config.lstm,
             **{"conv_impl": config.conv_impl, **kwargs},
         )

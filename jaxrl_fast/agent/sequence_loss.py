@@ -80,8 +80,8 @@ def make_sequence_loss(config: DQNConfig, net: nn.Module, burn_in: int, length: 
     sequence priorities, `0.9 max|td| + 0.1 mean|td|` over the trained positions."""
 
     def loss_fn(params, target_params, batch: SequenceBatch, knobs=None):
-        # knobs: (huber delta, gamma) of this update (traced `HParams`); None: the config's
-        delta, gamma = (config.huber_delta, config.gamma) if knobs is None else knobs
+        # knobs: `LossKnobs` (huber delta, gamma, ...) of this update (traced); None: the config's
+        delta, gamma = (config.huber_delta, config.gamma) if knobs is None else knobs[:2]
         obs, valid, carry = batch.obs, batch.valid, batch.carry
         if burn_in:
             _, carry = unroll(

@@ -9,7 +9,7 @@ from flax import struct
 
 from jaxrl_fast import precision as mp
 from jaxrl_fast.hparams import HParams
-from jaxrl_fast.types import Array, Params
+from jaxrl_fast.types import Array, Params, PRNGKey
 
 
 @struct.dataclass
@@ -22,6 +22,20 @@ class AgentState:
     grad_steps: Array  # [] int32
     loss_scale: mp.LossScaleState  # scale, overflow counters, fp32 fallback flag
     hparams: HParams  # this seed's traced hyperparameters (`jaxrl_fast.hparams`)
+    # the key of the network's random draws in updates (noisy layers: `agent.dense`); None for
+    # a network that draws nothing
+    rng: PRNGKey | None = None
+
+
+class LossKnobs(NamedTuple):
+    """What one update's loss reads besides the parameters and the batch (traced): the Huber
+    delta, gamma, the seed's `HParams` (a loss's own settings, `losses.Loss.settings`) and the key
+    of the network's random draws (`AgentState.rng`; None for a network that draws nothing)."""
+
+    delta: Array
+    gamma: Array
+    hparams: HParams | None = None
+    key: PRNGKey | None = None
 
 
 class UpdateMetrics(NamedTuple):

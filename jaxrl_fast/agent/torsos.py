@@ -23,7 +23,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl_fast.agent.layers import Conv, orthogonal_init
+from jaxrl_fast.agent.layers import Conv, hidden_init, orthogonal_init
 from jaxrl_fast.types import Array
 
 # (channels, kernel, stride) of the Nature-DQN torso (Mnih et al. 2015).
@@ -53,7 +53,16 @@ def minatar_cnn(net: Any, x: Array, dense: Callable) -> Array:
             dimension_numbers=("NHWC", "HWIO", "NHWC"),
             precision=net.precision,
         )  # [B, H-2, W-2, 9 * C_in]
-        x = nn.relu(dense(c)(patches))
+        # a plain dense layer whatever `NetworkConfig.dense` is: noisy nets noise the fully
+        # connected layers only, not the convolutions
+        conv = nn.Dense(
+            c,
+            kernel_init=hidden_init,
+            dtype=net.dtype,
+            param_dtype=net.param_dtype,
+            precision=net.precision,
+        )
+        x = nn.relu(conv(patches))
     return _dense_layers(net, x, dense)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxrl_fast.config.fields import config_class, is_int, is_num, require
-from jaxrl_fast.registry import HEADS
+from jaxrl_fast.registry import DENSE_LAYERS, HEADS
 
 _NETWORKS = ("auto", "mlp", "cnn", "nature")
 
@@ -36,6 +36,12 @@ class NetworkConfig:
       num_quantiles: quantiles of "qr-dqn" (>= 1).
       hl_sigma: "hl-gauss"'s smoothing standard deviation relative to the bin width (> 0; 0.75
         as Farebrother et al. 2024).
+      dense: the kind of every dense layer (the torso's and the head's): "dense", or "noisy"
+        (factorised Gaussian noisy layers, Fortunato et al. 2018: the exploration of Rainbow;
+        noise drawn per act and per update from each seed's keys, none at evaluation; set the
+        epsilon schedule to 0 with it, as the presets do; docs/dqn_family.md), or one added
+        with `jaxrl_fast.agent.dense.register`.
+      noisy_sigma0: the noisy layers' initial noise scale, sigma = sigma0 / sqrt(fan-in) (0.5).
       conv_impl: how the Nature torso's strided convolutions compute: "conv", "patches"
         (patches x matmul), "conv_patches_grad" (convolutions, but the kernel gradient as
         patches x matmul), "conv_canonical_grads" (convolutions whose gradients are written
@@ -60,6 +66,8 @@ class NetworkConfig:
     v_max: float = 10.0
     num_quantiles: int = 200
     hl_sigma: float = 0.75
+    dense: str = "dense"
+    noisy_sigma0: float = 0.5
     conv_impl: str = "auto"
     lstm: int = 0
 
@@ -102,6 +110,9 @@ class NetworkConfig:
             "an int >= 1",
         )
         require(self, "hl_sigma", is_num(self.hl_sigma) and self.hl_sigma > 0, "a float > 0")
+        require(self, "dense", self.dense in DENSE_LAYERS, DENSE_LAYERS.allowed())
+        sigma0 = self.noisy_sigma0
+        require(self, "noisy_sigma0", is_num(sigma0) and sigma0 > 0, "a float > 0")
         configurable = getattr(HEADS.find(self.head or ""), "configure", None) is not None
         if self.dueling and self.head not in (None, "dueling") and not configurable:
             raise ValueError(

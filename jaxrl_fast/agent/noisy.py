@@ -1,0 +1,78 @@
+"""Noisy nets (Fortunato et al. 2018, factorised Gaussian): the dense layer kind "noisy".
+
+Each layer keeps mean weights `mu` and noise scales `sigma` (both learned) and computes
+
+    y = x @ (mu_W + sigma_W * (f(e_in) f(e_out)^T)) + mu_b + sigma_b * f(e_out),   f(e) = sign(e) sqrt|e|
+
+with `e_in [fan_in]`, `e_out [features]` standard normal, one draw per call for the whole batch
+(the paper's factorised form: fan_in + features draws, not their product), computed as
+`x @ mu_W + ((x * f(e_in)) @ sigma_W) * f(e_out)` so the noisy matrix is never formed. `sigma`
+starts at `sigma0 / sqrt(fan_in)` (`NetworkConfig.noisy_sigma0`, 0.5 as the paper); `mu_W` uses
+the initialiser the torso or head asks for (so output layers start near zero), the biases zero.
+
+The noise comes from the flax random stream "noise": the agent passes it a key per act (from the
+acting key) and per update (online, target and selection passes each their own, from
+`AgentState.rng`). A call without that stream (evaluation, a saved `Policy`, the xla-report)
+computes the mean function `x @ mu_W + mu_b`: evaluation is noise-free.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jaxrl_fast.agent.dense import DenseKind
+from jaxrl_fast.registry import DENSE_LAYERS
+from jaxrl_fast.types import Array
+
+__all__ = ["NOISY", "NoisyDense", "scaled_noise"]
+
+STREAM = "noise"
+
+
+def scaled_noise(key, n: int) -> Array:
+    """`f(e) = sign(e) sqrt|e|` of `n` standard normal draws (float32)."""
+    e = jax.random.normal(key, (n,), jnp.float32)
+    return jnp.sign(e) * jnp.sqrt(jnp.abs(e))
+
+
+class NoisyDense(nn.Module):
+    """A factorised-Gaussian noisy dense layer (module docstring)."""
+
+    features: int
+    kernel_init: Callable = nn.initializers.lecun_normal()
+    sigma0: float = 0.5
+    dtype: Any = jnp.float32
+    param_dtype: Any = jnp.float32
+    precision: Any = None
+
+    @nn.compact
+    def __call__(self, x: Array) -> Array:
+        fan_in = x.shape[-1]
+        shape = (fan_in, self.features)
+        sigma = nn.initializers.constant(self.sigma0 / math.sqrt(fan_in))
+        mu_w = self.param("kernel", self.kernel_init, shape, self.param_dtype)
+        mu_b = self.param("bias", nn.initializers.zeros, (self.features,), self.param_dtype)
+        sigma_w = self.param("sigma_kernel", sigma, shape, self.param_dtype)
+        sigma_b = self.param("sigma_bias", sigma, (self.features,), self.param_dtype)
+        x = x.astype(self.dtype)
+        cast = lambda p: p.astype(self.dtype)  # noqa: E731
+        y = jnp.dot(x, cast(mu_w), precision=self.precision) + cast(mu_b)
+        if not self.has_rng(STREAM):
+            return y
+        k_in, k_out = jax.random.split(self.make_rng(STREAM))
+        f_in, f_out = scaled_noise(k_in, fan_in), scaled_noise(k_out, self.features)
+        noisy = jnp.dot(x * f_in.astype(self.dtype), cast(sigma_w), precision=self.precision)
+        return y + (noisy + cast(sigma_b)) * f_out.astype(self.dtype)
+
+
+def _noisy(features, init, *, dtype, param_dtype, precision, sigma0):
+    return NoisyDense(features, init, sigma0, dtype, param_dtype, precision)
+
+
+NOISY = DenseKind("noisy", _noisy, streams=(STREAM,), explores=True)
+DENSE_LAYERS.register("noisy", NOISY, builtin=True)
