@@ -19,6 +19,9 @@ OTHER = {
     "dqn.tau": 0.5,
     "dqn.huber_delta": 2.0,
     "dqn.max_grad_norm": 3.0,
+    "dqn.munchausen_alpha": 0.5,
+    "dqn.munchausen_tau": 0.1,
+    "dqn.munchausen_l0": -0.5,
     "schedule.lr_schedule": "linear",
     "schedule.lr_end_fraction": 0.5,
     "schedule.lr_period_fraction": 0.2,
@@ -41,9 +44,9 @@ OTHER = {
 
 
 def test_the_derived_lists_are_the_declared_fields():
-    assert SWEEPABLE == declared(TrainConfig, "sweep") and len(SWEEPABLE) == 23
+    assert SWEEPABLE == declared(TrainConfig, "sweep") and len(SWEEPABLE) == 26
     assert RESUME_OVERRIDABLE == declared(TrainConfig, "resume")
-    assert len(RESUME_OVERRIDABLE) == 23
+    assert len(RESUME_OVERRIDABLE) == 26
     assert set(OTHER) == set(SWEEPABLE)  # a new sweepable field needs a value here
     with pytest.raises(ValueError, match="flag 'traced'"):
         declared(TrainConfig, "traced")
