@@ -37,6 +37,12 @@
   over the first 25% of the run, 400k env steps (1.6M frames; Nature: 50M); evaluated
   epsilon-greedily with epsilon 0.05, as in Nature.
 
+* The DQN family (`jaxrl_fast.dqn_family`): `c51-minatar`, `qr-dqn-minatar`, `m-dqn-minatar`,
+  `hl-gauss-minatar`, `noisy-minatar` (an algorithm's parts on `minatar-breakout`),
+  `rainbow-minatar` ("Revisiting Rainbow"'s MinAtar settings), and `c51-atari-pong`,
+  `qr-dqn-atari-pong`, `m-dqn-atari-pong`, `rainbow-atari-pong`, `full-rainbow-atari-pong`
+  (Dopamine's settings on `atari-pong`); `benchmarks/dqn_family.py` measures them.
+
 Each gymnax preset was checked to learn with 2 seeds (both seeds' final greedy return well above
 a random policy's); its function's comment gives the measured returns and wall time.
 `python benchmarks/presets.py` re-measures them all. The Atari presets are measured by
@@ -48,6 +54,7 @@ from __future__ import annotations
 import difflib
 from typing import Callable
 
+from jaxrl_fast import dqn_family
 from jaxrl_fast.config import (
     DQNConfig,
     EnvConfig,
@@ -358,6 +365,14 @@ _PRESETS: dict[str, Callable[[], TrainConfig]] = {
     "atari-pong": _atari_pong,
     "atari-breakout": _atari_breakout,
 }
+
+
+def _base(name: str) -> TrainConfig:
+    return _PRESETS[name]()
+
+
+# The DQN family's presets (`jaxrl_fast.dqn_family`): an algorithm's parts on a base preset.
+_PRESETS.update(dqn_family.presets(_base))
 
 DEFAULT = "cartpole"
 

@@ -18,9 +18,11 @@ state        AgentState, UpdateMetrics
 dqn          `make_agent`: assembles the parts into an `Agent`
 """
 
-from jaxrl_fast.agent import distributional  # noqa: F401  (registers its heads and losses)
-from jaxrl_fast.agent import munchausen  # noqa: F401  (registers the loss "m-dqn")
-from jaxrl_fast.agent import noisy  # noqa: F401  (registers the dense layer kind "noisy")
+from jaxrl_fast.agent import (
+    distributional,  # noqa: F401  (registers its heads and losses)
+    munchausen,  # noqa: F401  (registers the loss "m-dqn")
+    noisy,  # noqa: F401  (registers the dense layer kind "noisy")
+)
 from jaxrl_fast.agent.dqn import Agent, make_agent
 from jaxrl_fast.agent.heads import ValueHead
 from jaxrl_fast.agent.losses import Loss

@@ -61,7 +61,7 @@ def rngs(streams: tuple[str, ...], key) -> dict | None:
     if key is None or not streams:
         return None
     keys = jax.random.split(key, len(streams)) if len(streams) > 1 else [key]
-    return dict(zip(streams, keys))
+    return dict(zip(streams, keys, strict=True))
 
 
 get = DENSE_LAYERS.get

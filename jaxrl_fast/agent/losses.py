@@ -140,9 +140,10 @@ def make_loss(
     The loss is `config.loss`'s (`get`) per-row loss weighted by `batch.weight` (importance
     weights; 0: padding) and averaged over the valid rows. `knobs` are this update's
     `state.LossKnobs` (Huber delta, gamma, the seed's `HParams`; traced; gamma is already in
-    `batch.discount` here); None: the config's. With a `margin` (demonstrations, DQfD) it adds `margin_weight` x the large-margin
-    term over the batch's demonstration rows (`agent.margin`). `q_values` maps the network's
-    output to Q-values (default: the output is the Q-values).
+    `batch.discount` here); None: the config's. With a `margin` (demonstrations, DQfD) it adds
+    `margin_weight` x the large-margin term over the batch's demonstration rows
+    (`agent.margin`). `q_values` maps the network's output to Q-values (default: the output is
+    the Q-values).
     """
     from jaxrl_fast.agent.margin import margin_term
 

@@ -2,7 +2,8 @@
 
 Each layer keeps mean weights `mu` and noise scales `sigma` (both learned) and computes
 
-    y = x @ (mu_W + sigma_W * (f(e_in) f(e_out)^T)) + mu_b + sigma_b * f(e_out),   f(e) = sign(e) sqrt|e|
+    y = x @ (mu_W + sigma_W * (f(e_in) f(e_out)^T)) + mu_b + sigma_b * f(e_out)
+    f(e) = sign(e) sqrt|e|
 
 with `e_in [fan_in]`, `e_out [features]` standard normal, one draw per call for the whole batch
 (the paper's factorised form: fan_in + features draws, not their product), computed as

@@ -35,7 +35,9 @@ def _numpy_targets(q_s, a, r, discount, q_next, alpha, tau, l0):
         log_pi_s = z - (np.max(z) + np.log(np.sum(np.exp(z - np.max(z)))))
         z = q_next[i] / tau
         log_pi_n = z - (np.max(z) + np.log(np.sum(np.exp(z - np.max(z)))))
-        soft = sum(np.exp(log_pi_n[b]) * (q_next[i, b] - tau * log_pi_n[b]) for b in range(q_next.shape[1]))
+        soft = sum(
+            np.exp(log_pi_n[b]) * (q_next[i, b] - tau * log_pi_n[b]) for b in range(q_next.shape[1])
+        )
         bonus = alpha * min(max(tau * log_pi_s[a[i]], l0), 0.0)
         out.append(r[i] + bonus + discount[i] * soft)
     return np.array(out)
@@ -121,8 +123,8 @@ def _fixed_point(gamma, alpha, tau, l0, iters=500):
         for s in range(2):
             for a in range(2):
                 r, nxt, discount = (0.0, 1, gamma) if s == 0 else (float(a == 1), 0, 0.0)
-                new[s, a] = _numpy_targets(q[[s]], np.array([a]), np.array([r]),
-                                           np.array([discount]), q[[nxt]], alpha, tau, l0)[0]  # fmt: skip
+                row = (q[[s]], np.array([a]), np.array([r]), np.array([discount]), q[[nxt]])
+                new[s, a] = _numpy_targets(*row, alpha, tau, l0)[0]
         q = new
     return q
 
@@ -154,6 +156,8 @@ def test_m_dqn_trains_a_q_head_and_refuses_a_distributional_one():
     agent = make_agent(DQNConfig(loss="m-dqn"), net, 2)
     state = agent.init(jax.random.key(0), jnp.zeros((1, 2)))
     eye = jnp.eye(2)[jnp.array([0, 1, 1, 0])]
-    batch = Batch(eye, jnp.array([0, 1, 0, 1]), jnp.ones(4), jnp.full(4, 0.9), eye, jnp.ones(4), jnp.arange(4))
+    batch = Batch(
+        eye, jnp.array([0, 1, 0, 1]), jnp.ones(4), jnp.full(4, 0.9), eye, jnp.ones(4), jnp.arange(4)
+    )
     new, td, metrics = jax.jit(agent.update)(state, batch)
     assert int(new.grad_steps) == 1 and np.all(np.isfinite(td)) and float(metrics.loss) > 0

@@ -1,7 +1,7 @@
 """Noisy nets (`agent.noisy`, `NetworkConfig.dense="noisy"`): the factorised layer against the
 matrix it factorises (numpy), its noise statistics, the mean function without the noise stream,
 the agent's draws (per act from the acting key, per update from `AgentState.rng`, none at
-evaluation), the refusals and warnings, learning probe-chain, and a bitwise resume."""
+evaluation), the refusals and warnings, and learning probe-chain (resume: test_dqn_family)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import StopRun, assert_learned_probe_chain, params_hashes, stop_at, tiny_config
+from conftest import assert_learned_probe_chain, tiny_config
 
 from jaxrl_fast import train
 from jaxrl_fast.agent import make_agent
@@ -156,22 +156,6 @@ def test_noisy_layers_learn_probe_chain_q_star():
         warnings.simplefilter("ignore")  # epsilon on top, as the warning says
         result = train(cfg, progress=False)
     assert_learned_probe_chain(result, cfg)
-
-
-@pytest.mark.slow
-def test_a_resumed_noisy_run_ends_bitwise_where_the_uninterrupted_one_does(tmp_path):
-    cfg = _noisy_config(880, 0.5, num_chunks=4, schedule=ScheduleConfig(epsilon_start=0.0,
-                                                                        epsilon_end=0.0))  # fmt: skip
-    full = train(cfg, progress=False, run_dir=tmp_path / "full", checkpoint_every=200)
-    with pytest.raises(StopRun):
-        train(cfg, progress=False, run_dir=tmp_path / "cut", checkpoint_every=200,
-              on_chunk=stop_at(2))  # fmt: skip
-    resumed = train(cfg, progress=False, run_dir=tmp_path / "cut", resume=True)
-    assert params_hashes(tmp_path / "cut") == params_hashes(tmp_path / "full")
-    np.testing.assert_array_equal(
-        jax.random.key_data(resumed.runner.seeds.agent.rng),
-        jax.random.key_data(full.runner.seeds.agent.rng),
-    )
 
 
 @pytest.mark.slow

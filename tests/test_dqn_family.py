@@ -1,0 +1,97 @@
+"""The DQN family as configs (`jaxrl_fast.dqn_family`): each algorithm changes exactly its own
+fields of a base preset, its presets are valid, one trains through the CLI with vmapped seeds,
+and full Rainbow's parts (C51 dueling head, noisy layers, PER, 3-step returns) resume bitwise."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jax
+import numpy as np
+import pytest
+from conftest import StopRun, params_hashes, stop_at, tiny_config
+
+from jaxrl_fast import dqn_family, presets, train
+from jaxrl_fast.cli import main
+
+
+def _changed(a, b, prefix=""):
+    """The dotted fields where two configs differ."""
+    out = set()
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if dataclasses.is_dataclass(x):
+            out |= _changed(x, y, f"{prefix}{f.name}.")
+        elif x != y:
+            out.add(f"{prefix}{f.name}")
+    return out
+
+
+EXPECTED = {
+    "dqn": set(),
+    "c51": {"network.head", "dqn.loss", "dqn.adam_eps"},
+    "qr-dqn": {"network.head", "dqn.loss", "dqn.adam_eps"},
+    "m-dqn": {"dqn.loss"},  # its settings are the defaults (as are 51 atoms on [-10, 10], 200
+    # quantiles and kappa 1)
+    "hl-gauss": {"network.head", "dqn.loss"},
+    "noisy": {"network.dense", "schedule.epsilon_start", "schedule.epsilon_end"},
+    "rainbow": {"network.head", "dqn.loss", "dqn.adam_eps", "replay.n_step",
+                "replay.prioritised", "replay.alpha", "replay.beta"},
+    "full-rainbow": {"network.head", "dqn.loss", "dqn.adam_eps", "replay.n_step",
+                     "replay.prioritised", "replay.alpha", "replay.beta", "network.dueling",
+                     "network.dense", "schedule.epsilon_start", "schedule.epsilon_end"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(dqn_family.ALGORITHMS))
+def test_each_algorithm_changes_its_own_fields_only(name):
+    base = presets.get("minatar-breakout")
+    assert _changed(base, dqn_family.apply(name, base)) == EXPECTED[name]
+
+
+def test_an_unknown_algorithm_lists_the_known_ones():
+    with pytest.raises(ValueError, match="expected one of dqn, c51"):
+        dqn_family.apply("rainbow2", presets.get("minatar-breakout"))
+
+
+def test_the_family_presets_are_registered_with_their_sources_settings():
+    assert set(dqn_family.PRESETS) <= set(presets.names())
+    rb = presets.get("rainbow-minatar")
+    assert (rb.network.head, rb.network.dueling, rb.network.dense) == ("c51", True, "noisy")
+    assert (rb.network.v_min, rb.network.v_max, rb.replay.n_step) == (-100.0, 100.0, 3)
+    assert (rb.dqn.learning_rate, rb.dqn.adam_eps, rb.replay.batch_size) == (1e-4, 3.125e-4, 32)
+    assert rb.env.name == "Breakout-MinAtar" and rb.schedule.epsilon_start == 0.0
+    # one update per 4 env steps, a target copy every 1,008
+    assert rb.train_frequency / rb.updates_per_block == 4 and rb.dqn.target_period == 1_008
+    pong = presets.get("rainbow-atari-pong")
+    assert (pong.dqn.learning_rate, pong.dqn.adam_eps) == (6.25e-5, 1.5e-4)
+    assert pong.env.name == "envpool:Pong-v5" and pong.replay.prioritised
+
+
+@pytest.mark.slow
+def test_rainbow_minatar_trains_through_the_cli_with_vmapped_seeds(tmp_path):
+    out = tmp_path / "run"
+    code = main(["train", "--preset", "rainbow-minatar", "--seeds", "2", "--total-env-steps",
+                 "2016", "--learning-starts", "1008", "--replay.capacity", "2000",
+                 "--eval-episodes", "1", "--no-progress", "--out", str(out)])  # fmt: skip
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["env"] == "Breakout-MinAtar" and len(summary["seeds"]) == 2
+    assert summary["config"]["network"]["dense"] == "noisy"
+    assert all(np.isfinite(s["final_return"]) for s in summary["seeds"])
+
+
+@pytest.mark.slow
+def test_full_rainbow_resumes_bitwise(tmp_path):
+    cfg = dqn_family.apply("full-rainbow", tiny_config())
+    cfg = cfg.replace(network=dataclasses.replace(cfg.network, v_min=-2.0, v_max=3.0))
+    full = train(cfg, progress=False, run_dir=tmp_path / "full", checkpoint_every=200)
+    with pytest.raises(StopRun):
+        train(cfg, progress=False, run_dir=tmp_path / "cut", checkpoint_every=200,
+              on_chunk=stop_at(2))  # fmt: skip
+    resumed = train(cfg, progress=False, run_dir=tmp_path / "cut", resume=True)
+    assert params_hashes(tmp_path / "cut") == params_hashes(tmp_path / "full")
+    np.testing.assert_array_equal(resumed.final_return, full.final_return)
+    key_data = [np.asarray(jax.random.key_data(r.runner.seeds.agent.rng)) for r in (resumed, full)]
+    np.testing.assert_array_equal(*key_data)  # the noise's key is in the checkpoint
