@@ -263,25 +263,18 @@ def fns_spec():
 
 @pytest.mark.slow
 @pytest.mark.learning
-def test_memorychain_needs_the_lstm():
+def test_memorychain_lstm_answers_from_memory():
     """MemoryChain-bsuite (context shown at the start, asked for 5 steps later): the preset's
     LSTM agent answers (greedy return near the optimum 1) within 16,000 of the preset's 40,000
-    env steps (all of seeds 0-5 do, by hand); an MLP is at chance (0)."""
+    env steps (all of seeds 0-5 do, by hand). A feed-forward agent sees the same observation at
+    the query whatever the context, so it is at chance (0) at any budget (an MLP at 2,400
+    steps was, when this test also ran one)."""
     from jaxrl_fast import presets
     from jaxrl_fast.train import train
 
     cfg = presets.get("memorychain-lstm").replace(eval_episodes=100, total_env_steps=16_000)
     lstm = train(cfg, progress=False)
     assert lstm.final_return.min() >= 0.9, lstm.final_return
-    mlp = train(  # at chance whatever the budget: 2,400 of its 40,000 steps
-        cfg.replace(
-            network={"lstm": 0},
-            replay={"sequence_length": 0, "burn_in": 0},
-            total_env_steps=2_400,
-        ),
-        progress=False,
-    )
-    assert np.abs(mlp.final_return).max() <= 0.4, mlp.final_return
 
 
 @pytest.mark.slow
