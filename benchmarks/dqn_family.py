@@ -9,8 +9,8 @@ scalar head) in one program, spread over the CPU cores; the distributional heads
 `[0, 100]` (CartPole's discounted returns at gamma 0.99 stay below 100) and their own loss
 (docs/distributional.md). Reported per head: each seed's final greedy return (the preset's
 evaluation episodes, epsilon 0), the median, the number of seeds at >= 475 (CartPole-v1's solved
-threshold), compile seconds and env-steps/s. Issue 34's MinAtar comparison (IQM over games,
-every algorithm) is not in this script yet.
+threshold), compile seconds and env-steps/s. The whole family on MinAtar:
+`benchmarks/dqn_family_minatar.py`.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ are their source's:
 * `c51` (Bellemare et al. 2017; Dopamine's C51): 51 atoms on [-10, 10], cross-entropy to the
   projected target, Adam eps 3.125e-4 (0.01 / 32).
 * `qr-dqn` (Dabney et al. 2018; Dopamine's QR-DQN): 200 quantiles, kappa 1, Adam eps 3.125e-4.
+* `iqn` (Dabney et al. 2018b; Dopamine's IQN): implicit quantiles with N = N' = 64, K = 32 and
+  a 64-cosine embedding, kappa 1, Adam eps 3.125e-4.
 * `m-dqn` (Vieillard et al. 2020): the Munchausen target with alpha 0.9, tau 0.03, l0 -1 and the
   Huber loss.
 * `hl-gauss` (Farebrother et al. 2024): 51 bins on [-10, 10], sigma 0.75 bin widths.
@@ -64,6 +66,11 @@ def qr_dqn(cfg: TrainConfig) -> TrainConfig:
     return _dqn(cfg, loss="qr-dqn", huber_delta=1.0, adam_eps=3.125e-4)
 
 
+def iqn(cfg: TrainConfig) -> TrainConfig:
+    cfg = _net(cfg, head="iqn", iqn_samples=(64, 64, 32), iqn_embedding=64)
+    return _dqn(cfg, loss="iqn", huber_delta=1.0, adam_eps=3.125e-4)
+
+
 def m_dqn(cfg: TrainConfig) -> TrainConfig:
     return _dqn(cfg, loss="m-dqn", munchausen_alpha=0.9, munchausen_tau=0.03,
                 munchausen_l0=-1.0, huber_delta=1.0)  # fmt: skip
@@ -93,6 +100,7 @@ ALGORITHMS: dict[str, Callable[[TrainConfig], TrainConfig]] = {
     "dqn": lambda cfg: cfg,
     "c51": c51,
     "qr-dqn": qr_dqn,
+    "iqn": iqn,
     "m-dqn": m_dqn,
     "hl-gauss": hl_gauss,
     "noisy": noisy,
@@ -126,11 +134,13 @@ def _rainbow_minatar(base: TrainConfig) -> TrainConfig:
 
 def _dopamine_atari(name: str, base: TrainConfig) -> TrainConfig:
     """Dopamine's Atari optimiser settings for `name` on the `atari-pong` preset: Adam lr
-    6.25e-5 / eps 1.5e-4 (Rainbow), 5e-5 / 3.125e-4 (QR-DQN, M-DQN), 2.5e-4 / 3.125e-4 (C51)."""
+    6.25e-5 / eps 1.5e-4 (Rainbow), 5e-5 / 3.125e-4 (QR-DQN, IQN, M-DQN), 2.5e-4 / 3.125e-4
+    (C51)."""
     cfg = apply(name, base)
     lr, eps = {
         "c51": (2.5e-4, 3.125e-4),
         "qr-dqn": (5e-5, 3.125e-4),
+        "iqn": (5e-5, 3.125e-4),
         "m-dqn": (5e-5, 3.125e-4),
         "rainbow": (6.25e-5, 1.5e-4),
         "full-rainbow": (6.25e-5, 1.5e-4),
@@ -141,16 +151,16 @@ def _dopamine_atari(name: str, base: TrainConfig) -> TrainConfig:
 def presets(get: Callable[[str], TrainConfig]) -> dict[str, Callable[[], TrainConfig]]:
     """The family's presets over the base presets `get` returns."""
     out: dict[str, Callable[[], TrainConfig]] = {}
-    for name in ("c51", "qr-dqn", "m-dqn", "hl-gauss", "noisy"):
+    for name in ("c51", "qr-dqn", "iqn", "m-dqn", "hl-gauss", "noisy"):
         out[f"{name}-minatar"] = lambda n=name: apply(n, get("minatar-breakout"))
     out["rainbow-minatar"] = lambda: _rainbow_minatar(get("minatar-breakout"))
-    for name in ("c51", "qr-dqn", "m-dqn", "rainbow", "full-rainbow"):
+    for name in ("c51", "qr-dqn", "iqn", "m-dqn", "rainbow", "full-rainbow"):
         out[f"{name}-atari-pong"] = lambda n=name: _dopamine_atari(n, get("atari-pong"))
     return out
 
 
 PRESETS = (
-    "c51-minatar", "qr-dqn-minatar", "m-dqn-minatar", "hl-gauss-minatar", "noisy-minatar",
-    "rainbow-minatar", "c51-atari-pong", "qr-dqn-atari-pong", "m-dqn-atari-pong",
-    "rainbow-atari-pong", "full-rainbow-atari-pong",
+    "c51-minatar", "qr-dqn-minatar", "iqn-minatar", "m-dqn-minatar", "hl-gauss-minatar",
+    "noisy-minatar", "rainbow-minatar", "c51-atari-pong", "qr-dqn-atari-pong", "iqn-atari-pong",
+    "m-dqn-atari-pong", "rainbow-atari-pong", "full-rainbow-atari-pong",
 )  # fmt: skip

@@ -37,11 +37,12 @@
   over the first 25% of the run, 400k env steps (1.6M frames; Nature: 50M); evaluated
   epsilon-greedily with epsilon 0.05, as in Nature.
 
-* The DQN family (`jaxrl_fast.dqn_family`): `c51-minatar`, `qr-dqn-minatar`, `m-dqn-minatar`,
-  `hl-gauss-minatar`, `noisy-minatar` (an algorithm's parts on `minatar-breakout`),
-  `rainbow-minatar` ("Revisiting Rainbow"'s MinAtar settings), and `c51-atari-pong`,
-  `qr-dqn-atari-pong`, `m-dqn-atari-pong`, `rainbow-atari-pong`, `full-rainbow-atari-pong`
-  (Dopamine's settings on `atari-pong`); `benchmarks/dqn_family.py` measures them.
+* The DQN family (`jaxrl_fast.dqn_family`): `c51-minatar`, `qr-dqn-minatar`, `iqn-minatar`,
+  `m-dqn-minatar`, `hl-gauss-minatar`, `noisy-minatar` (an algorithm's parts on
+  `minatar-breakout`), `rainbow-minatar` ("Revisiting Rainbow"'s MinAtar settings), and
+  `c51-atari-pong`, `qr-dqn-atari-pong`, `iqn-atari-pong`, `m-dqn-atari-pong`,
+  `rainbow-atari-pong`, `full-rainbow-atari-pong` (Dopamine's settings on `atari-pong`);
+  `benchmarks/dqn_family.py` measures them.
 
 Each gymnax preset was checked to learn with 2 seeds (both seeds' final greedy return well above
 a random policy's); its function's comment gives the measured returns and wall time.

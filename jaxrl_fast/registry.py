@@ -72,13 +72,13 @@ class Registry:
 HEADS = Registry(
     "NetworkConfig.head",
     "value head",
-    ("scalar", "dueling", "c51", "qr-dqn", "hl-gauss"),
+    ("scalar", "dueling", "c51", "qr-dqn", "hl-gauss", "iqn"),
     "jaxrl_fast.agent.heads.register",
 )
 LOSSES = Registry(
     "DQNConfig.loss",
     "loss",
-    ("mse", "huber", "c51", "qr-dqn", "hl-gauss", "m-dqn"),
+    ("mse", "huber", "c51", "qr-dqn", "hl-gauss", "m-dqn", "iqn"),
     "jaxrl_fast.agent.losses.register",
 )
 DENSE_LAYERS = Registry(

@@ -1,6 +1,6 @@
-"""`benchmarks/gpu_check.py --tiny` runs every section on the CPU, each in its own process under
-its own time limit, and writes a complete report; a section past its limit is stopped and the
-check goes on."""
+"""`benchmarks/gpu_check.py --tiny` runs its sections (Pong's aside) on the CPU, each in its own
+process under its own time limit, and writes a complete report; a section past its limit is
+stopped and the check goes on."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from conftest import child_env
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 SECTIONS = ("envpool", "cartpole", "precision", "pong", "per", "l3")
+RUN = tuple(s for s in SECTIONS if s != "pong")
 # Timing keys that must be positive wherever they appear in a section's result.
 POSITIVE = ("env_steps_per_s", "compile_s", "ms_per_update_median", "us_per_iter")
 
@@ -51,17 +52,20 @@ def _has(name: str) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.gpu_check  # outside the default run (the suite's 10 minutes): `--run-gpu-check`
 def test_gpu_check_tiny_reports_every_section_within_its_budget(tmp_path):
-    out, r = _check(tmp_path)
+    # Pong's section is left out here (the suite's time): its fused row is the cartpole
+    # section's code on the atari-pong preset, which tests/envs and docs/atari.md run
+    out, r = _check(tmp_path, "--sections", ",".join(RUN))
     # the plan comes first: each section's limit, adding up to the 360 s budget
-    assert out.index("total") < out.index("[1/6] envpool")
+    assert out.index("total") < out.index("[1/5] envpool")
     assert r["tiny"] is True and r["backend"] == "cpu" and r["budget_s"] == 360
-    assert list(r["limits_s"]) == list(SECTIONS)
+    assert list(r["limits_s"]) == list(RUN)
     assert sum(r["limits_s"].values()) == pytest.approx(360)
-    assert list(r["sections"]) == list(SECTIONS)
+    assert list(r["sections"]) == list(RUN)
     for name, rec in r["sections"].items():
         assert 0 < rec["wall_s"] <= rec["limit_s"], name
-        if name in ("envpool", "pong") and not _has("envpool"):
+        if name == "envpool" and not _has("envpool"):
             assert rec["status"] == "skipped" and "envpool" in rec["reason"]
             continue
         assert rec["status"] == "ok", (name, rec.get("error"))
@@ -82,15 +86,12 @@ def test_gpu_check_tiny_reports_every_section_within_its_budget(tmp_path):
     if res["envpool"] is not None:
         assert res["envpool"]["counts"].get("passed", 0) >= 2
         assert res["envpool"]["counts"].get("failed", 0) == 0
-    if res["pong"] is not None:  # fused at 2 seeds, the conventional loop at 1 (once: tiny)
-        loops = [(row["loop"], row["num_seeds"]) for row in res["pong"]["rows"]]
-        assert loops == [("fused", 2), ("conventional", 1)]
     (cell,) = res["per"]["cells"]
     assert "ours_sum_tree" in cell["methods"]
     if not _has("flashbax"):
         assert "flashbax" in cell["skipped"] and cell["flashbax_per_over_ours_sum_tree"] is None
     md = (tmp_path / "gpu-check-tiny.md").read_text()
-    for name in SECTIONS:
+    for name in RUN:
         assert f"## {name} (" in md
 
 

@@ -15,7 +15,17 @@ PKG = ROOT / "jaxrl_fast"
 # The layer of every top-level module or folder of the package (DESIGN §2): an import may point
 # to its own layer or below, never up.
 LAYERS = {
-    0: {"types", "registry", "config", "options", "presets", "dqn_family", "hparams", "paths", "cpu_lowering"},
+    0: {
+        "types",
+        "registry",
+        "config",
+        "options",
+        "presets",
+        "dqn_family",
+        "hparams",
+        "paths",
+        "cpu_lowering",
+    },
     1: {
         "envs",
         "replay",

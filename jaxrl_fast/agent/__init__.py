@@ -5,6 +5,7 @@ torsos       MLP, MinAtar CNN, Nature CNN, LSTM core
 heads        value heads (scalar, dueling; `heads.register` adds one)
 losses       TD losses over transitions (mse, huber; `losses.register` adds one)
 distributional  the C51, QR-DQN and HL-Gauss heads and their losses
+iqn          implicit quantile networks: the head and loss "iqn"
 munchausen   M-DQN's targets: the loss "m-dqn"
 sequence_loss  the recurrent loss over stored sequences (R2D2)
 margin       the demonstrations' large-margin term
@@ -20,6 +21,7 @@ dqn          `make_agent`: assembles the parts into an `Agent`
 
 from jaxrl_fast.agent import (
     distributional,  # noqa: F401  (registers its heads and losses)
+    iqn,  # noqa: F401  (registers the head and loss "iqn")
     munchausen,  # noqa: F401  (registers the loss "m-dqn")
     noisy,  # noqa: F401  (registers the dense layer kind "noisy")
 )

@@ -44,7 +44,8 @@ def _identity(x: Any) -> Any:
 
 class HeadArgs(NamedTuple):
     """The settings a configurable head is built for (`NetworkConfig`'s fields of these names;
-    `sigma` is `hl_sigma`): support, atoms, quantiles, and whether the head is dueling."""
+    `sigma` is `hl_sigma`): support, atoms, quantiles, whether the head is dueling, and IQN's
+    sample counts `(N, N', K)` and cosine embedding size."""
 
     num_atoms: int = 51
     v_min: float = -10.0
@@ -52,18 +53,26 @@ class HeadArgs(NamedTuple):
     num_quantiles: int = 200
     sigma: float = 0.75
     dueling: bool = False
+    iqn_samples: tuple[int, int, int] = (64, 64, 32)
+    iqn_embedding: int = 64
 
 
 class ValueHead(NamedTuple):
     """A value head: `apply(features, num_actions, dense) -> output` and `q_values(output)`;
     `configure(HeadArgs) -> ValueHead` for a head with settings (None: none), and the `loss`
-    (`DQNConfig.loss`) its output needs (None: any loss over Q-values)."""
+    (`DQNConfig.loss`) its output needs (None: any loss over Q-values).
+
+    A head that samples (IQN's quantile levels) names its flax random `streams`; its `apply`
+    then also takes `rng=` (a key, or None when the caller passes no stream: evaluation, a saved
+    policy; it must then compute deterministically) and `role=` (the pass: "act", "online",
+    "target" or "select"; `QNetwork.__call__`'s `role`)."""
 
     name: str
     apply: Callable[[Array, int, Callable], Any]
     q_values: Callable[[Any], Array] = _identity
     configure: Callable[[HeadArgs], ValueHead] | None = None
     loss: str | None = None
+    streams: tuple[str, ...] = ()
 
     def built(self, args: HeadArgs) -> ValueHead:
         """The head for `args` (itself when it has no settings)."""

@@ -159,9 +159,12 @@ def make_loss(
         # each pass of a network that draws (noisy layers) its own key; else no key at all
         keys = [None] * 4 if key is None or not streams else list(jax.random.split(key, 4))
 
-        def apply(p, obs, k):
+        def apply(p, obs, k, role):
+            # a network that draws is a QNetwork: its pass's role sets a sampling head's count
+            if not streams:
+                return net.apply(p, obs)
             r = rngs(streams, k)
-            return net.apply(p, obs) if r is None else net.apply(p, obs, rngs=r)
+            return net.apply(p, obs, role=role, **({} if r is None else {"rngs": r}))
 
         extra = {}
         if spec.settings is not None:
@@ -169,11 +172,11 @@ def make_loss(
             hp = default_hp if hp is None else hp
             extra["settings"] = spec.settings(hp)
         if spec.target_tm1:
-            extra["target_tm1"] = apply(target_params, batch.obs, keys[3])
-        out_tm1 = apply(params, batch.obs, keys[0])
-        out_t_target = apply(target_params, batch.next_obs, keys[1])
+            extra["target_tm1"] = apply(target_params, batch.obs, keys[3], "target")
+        out_tm1 = apply(params, batch.obs, keys[0], "online")
+        out_t_target = apply(target_params, batch.next_obs, keys[1], "target")
         out_t_select = (
-            apply(jax.lax.stop_gradient(params), batch.next_obs, keys[2])
+            apply(jax.lax.stop_gradient(params), batch.next_obs, keys[2], "select")
             if config.double_q
             else None
         )

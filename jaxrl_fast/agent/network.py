@@ -34,6 +34,9 @@ class QNetwork(nn.Module):
     """Maps observations `[B, *obs_shape]` to Q-values `[B, num_actions]` (float32), or to the
     output of its value head (`value_head.q_values` of it are the Q-values).
 
+    `role` names the pass for a head that samples (IQN: "online", "target", "select" or "act"
+    take N, N', K and K quantile levels); other heads ignore it.
+
     With `lstm > 0` it is recurrent: `(obs [B, *obs_shape], carry [B, 2, lstm]) -> (q, carry)`,
     an LSTM between the torso (conv and `hidden_sizes` layers) and the head; the carry holds
     the LSTM's cell and hidden state (in that order, float32), zeros at an episode's start
@@ -78,7 +81,9 @@ class QNetwork(nn.Module):
         return jnp.zeros((batch, 2, self.lstm), jnp.float32)
 
     @nn.compact
-    def __call__(self, obs: Array, carry: Array | None = None) -> Array | tuple[Array, Array]:
+    def __call__(
+        self, obs: Array, carry: Array | None = None, role: str = "act"
+    ) -> Array | tuple[Array, Array]:
         if (carry is None) != (self.lstm == 0):
             raise ValueError(
                 f"QNetwork(lstm={self.lstm}) takes "
@@ -100,14 +105,21 @@ class QNetwork(nn.Module):
         x = torsos.TORSOS[self.torso](self, x, dense)
         if self.lstm:
             x, carry = torsos.lstm_core(self, x, carry)
-        out = self.value_head.apply(x, self.num_actions, dense)
+        head = self.value_head
+        if head.streams:  # a sampling head: its key (None without the stream) and the pass
+            (stream,) = head.streams
+            rng = self.make_rng(stream) if self.has_rng(stream) else None
+            out = head.apply(x, self.num_actions, dense, rng=rng, role=role)
+        else:
+            out = head.apply(x, self.num_actions, dense)
         out = jax.tree.map(lambda y: y.astype(jnp.float32), out)
         return (out, carry) if self.lstm else out
 
     @property
     def rng_streams(self) -> tuple[str, ...]:
-        """The flax random streams its layers draw from (`agent.dense`; () for none)."""
-        return _dense.get(self.dense_layer).streams
+        """The flax random streams its layers and head draw from (`agent.dense`, a sampling
+        head's `streams`; () for none)."""
+        return _dense.get(self.dense_layer).streams + self.value_head.streams
 
     @property
     def torso(self) -> str:
@@ -145,7 +157,13 @@ class QNetwork(nn.Module):
             dueling=config.dueling,
             head=config.head or "scalar",
             head_args=_heads.HeadArgs(
-                config.num_atoms, config.v_min, config.v_max, config.num_quantiles, config.hl_sigma
+                config.num_atoms,
+                config.v_min,
+                config.v_max,
+                config.num_quantiles,
+                config.hl_sigma,
+                iqn_samples=tuple(config.iqn_samples),
+                iqn_embedding=config.iqn_embedding,
             ),
             dense_layer=config.dense,
             noisy_sigma0=config.noisy_sigma0,

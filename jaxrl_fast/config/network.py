@@ -29,13 +29,18 @@ class NetworkConfig:
         head: "scalar", "dueling", the distributional heads "c51" (categorical over
         `num_atoms` fixed atoms in `[v_min, v_max]`), "qr-dqn" (`num_quantiles` quantiles) and
         "hl-gauss" (a histogram over `num_atoms` bins of `[v_min, v_max]` trained on a
-        Gaussian-smoothed target, `hl_sigma`), each trained by the `DQNConfig.loss` of its name
+        Gaussian-smoothed target, `hl_sigma`) and "iqn" (implicit quantiles, `iqn_samples`),
+        each trained by the `DQNConfig.loss` of its name
         (docs/distributional.md), or one added with `jaxrl_fast.agent.heads.register`.
       num_atoms: atoms of "c51" / bins of "hl-gauss" (>= 2).
       v_min, v_max: their support (v_min < v_max): the range the returns fall in.
       num_quantiles: quantiles of "qr-dqn" (>= 1).
       hl_sigma: "hl-gauss"'s smoothing standard deviation relative to the bin width (> 0; 0.75
         as Farebrother et al. 2024).
+      iqn_samples: "iqn"'s quantile levels per pass `(N, N', K)`: sampled for the online net
+        in the loss, the target net, and acting and double-Q selection ((64, 64, 32) as Dabney et
+        al. 2018b); without a random stream (evaluation) K fixed midpoints.
+      iqn_embedding: size of "iqn"'s cosine embedding of a quantile level (64).
       dense: the kind of every dense layer (the torso's and the head's): "dense", or "noisy"
         (factorised Gaussian noisy layers, Fortunato et al. 2018: the exploration of Rainbow;
         noise drawn per act and per update from each seed's keys, none at evaluation; set the
@@ -66,6 +71,8 @@ class NetworkConfig:
     v_max: float = 10.0
     num_quantiles: int = 200
     hl_sigma: float = 0.75
+    iqn_samples: tuple[int, int, int] = (64, 64, 32)
+    iqn_embedding: int = 64
     dense: str = "dense"
     noisy_sigma0: float = 0.5
     conv_impl: str = "auto"
@@ -110,6 +117,16 @@ class NetworkConfig:
             "an int >= 1",
         )
         require(self, "hl_sigma", is_num(self.hl_sigma) and self.hl_sigma > 0, "a float > 0")
+        require(
+            self,
+            "iqn_samples",
+            isinstance(self.iqn_samples, tuple)
+            and len(self.iqn_samples) == 3
+            and all(is_int(n) and n >= 1 for n in self.iqn_samples),
+            "a tuple of 3 positive ints (N, N', K), e.g. (64, 64, 32)",
+        )
+        e = self.iqn_embedding
+        require(self, "iqn_embedding", is_int(e) and e >= 1, "an int >= 1")
         require(self, "dense", self.dense in DENSE_LAYERS, DENSE_LAYERS.allowed())
         sigma0 = self.noisy_sigma0
         require(self, "noisy_sigma0", is_num(sigma0) and sigma0 > 0, "a float > 0")

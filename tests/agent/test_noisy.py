@@ -18,7 +18,7 @@ from jaxrl_fast import train
 from jaxrl_fast.agent import make_agent
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.agent.noisy import NoisyDense, scaled_noise
-from jaxrl_fast.config import DQNConfig, NetworkConfig, ReplayConfig, ScheduleConfig
+from jaxrl_fast.config import DQNConfig, NetworkConfig, ScheduleConfig
 from jaxrl_fast.envs import make_probe_env
 from jaxrl_fast.schedules import budget_warnings
 from jaxrl_fast.types import Batch
@@ -156,21 +156,3 @@ def test_noisy_layers_learn_probe_chain_q_star():
         warnings.simplefilter("ignore")  # epsilon on top, as the warning says
         result = train(cfg, progress=False)
     assert_learned_probe_chain(result, cfg)
-
-
-@pytest.mark.slow
-@pytest.mark.learning
-def test_rainbow_parts_compose_noise_alone_explores():
-    # C51 + dueling + noisy layers + prioritised replay, epsilon 0: the noise alone finds
-    # probe-chain's rewarding action (greedy return 1 on every seed)
-    cfg = _noisy_config(8_080, 0.5, schedule=ScheduleConfig(epsilon_start=0.0, epsilon_end=0.0))
-    net = dataclasses.replace(cfg.network, head="c51", dueling=True, v_min=-2.0, v_max=3.0)
-    cfg = cfg.replace(
-        network=net,
-        dqn=dataclasses.replace(cfg.dqn, loss="c51"),
-        replay=ReplayConfig(capacity=400, batch_size=16, prioritised=True),
-    )
-    result = train(cfg, progress=False)
-    np.testing.assert_allclose(result.final_return, [1.0, 1.0])
-    q = result.runner.seeds.agent.params  # finite parameters after the run
-    assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(q))

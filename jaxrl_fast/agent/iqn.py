@@ -1,0 +1,111 @@
+"""Implicit quantile networks (IQN; Dabney, Ostrovski, Silver and Munos 2018): the head and the
+loss "iqn".
+
+The head maps features `psi(s) [B, F]` and quantile levels `tau [B, n]` to quantile values
+`Z_tau(s, a) [B, A, n]`: each level is embedded by `phi(tau)_j = ReLU(sum_{i<E} cos(pi i tau)
+w_ij + b_j)` (E = `NetworkConfig.iqn_embedding`, 64 as the paper), merged with the features by
+an elementwise product `psi(s) * phi(tau)` and mapped to one value per action (or, in its
+dueling form, a value stream plus advantages centred over actions) by the head's output layer.
+
+The levels are sampled uniformly, a fresh set per row and per pass: `N` for the online net in
+the loss, `N'` for the target net, `K` for acting and double-Q selection
+(`NetworkConfig.iqn_samples = (N, N', K)`, (64, 64, 32) as the paper). A pass without the random
+stream "taus" (evaluation, a saved `Policy`, the xla-report) uses the `K` midpoints
+`(2k + 1) / 2K` instead: a deterministic estimate of the same mean. `q_values` is the mean over
+the levels.
+
+The loss is the paper's eq. (3): with `delta_ij = r + discount * Z_tau'_j(s', a*) - Z_tau_i(s, a)`,
+
+    loss = sum_i (1 / N') sum_j |tau_i - 1{delta_ij < 0}| * L_kappa(delta_ij) / kappa
+
+with `L_kappa` the Huber loss of threshold kappa = `DQNConfig.huber_delta` (1 as the paper) and
+`a* = argmax_a mean_k Z_tau_k(s', a)` over the target net's levels (or the online net's K with
+double Q). The TD error that prioritised replay reads is the difference of the means.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl_fast.agent import heads, losses
+from jaxrl_fast.agent.heads import HeadArgs, ValueHead, head_init
+from jaxrl_fast.agent.layers import hidden_init
+from jaxrl_fast.types import Array
+
+__all__ = ["STREAM", "ImplicitQuantiles", "cosine_embedding", "iqn_rows", "quantile_levels"]
+
+STREAM = "taus"
+
+
+class ImplicitQuantiles(NamedTuple):
+    """The IQN head's output: quantile values `[B, A, n]` at the levels `taus [B, n]`."""
+
+    values: Array
+    taus: Array
+
+
+def cosine_embedding(taus: Array, size: int) -> Array:
+    """`cos(pi i tau)` for `i = 0 .. size - 1`: `[..., size]` for levels `taus [...]`."""
+    i = jnp.arange(size, dtype=jnp.float32)
+    return jnp.cos(jnp.pi * i * taus[..., None])
+
+
+def quantile_levels(rng, batch: int, n: int) -> Array:
+    """`[batch, n]` levels: uniform draws from `rng`, or the `n` midpoints when `rng` is None."""
+    if rng is None:
+        mid = (jnp.arange(n, dtype=jnp.float32) + 0.5) / n
+        return jnp.broadcast_to(mid, (batch, n))
+    return jax.random.uniform(rng, (batch, n), jnp.float32)
+
+
+def _configure(args: HeadArgs) -> ValueHead:
+    counts = dict(zip(("online", "target"), args.iqn_samples[:2], strict=True))
+    k = args.iqn_samples[2]
+
+    def apply(features: Array, num_actions: int, dense, *, rng=None, role: str = "act"):
+        b, width = features.shape[0], features.shape[-1]
+        taus = quantile_levels(rng, b, counts.get(role, k))  # [B, n]
+        emb = cosine_embedding(taus, args.iqn_embedding).astype(features.dtype)
+        phi = jax.nn.relu(dense(width, hidden_init)(emb))  # [B, n, F]
+        h = features[:, None, :] * phi
+        adv = dense(num_actions, head_init)(h)  # [B, n, A]
+        if args.dueling:
+            adv = dense(1, head_init)(h) + adv - adv.mean(axis=-1, keepdims=True)
+        return ImplicitQuantiles(jnp.swapaxes(adv, -1, -2), taus)
+
+    return ValueHead("iqn", apply, _q, loss="iqn", streams=(STREAM,))
+
+
+def _q(out: ImplicitQuantiles) -> Array:
+    return out.values.mean(axis=-1)
+
+
+def _take(x: Array, actions: Array) -> Array:
+    return jnp.take_along_axis(x, actions[:, None, None].astype(jnp.int32), axis=1)[:, 0]
+
+
+def iqn_rows(out_tm1, a_tm1, r_t, discount_t, out_t, out_t_select, q_values, delta):
+    """IQN's quantile Huber loss per row (module docstring) and the TD error of the means."""
+    select = out_t if out_t_select is None else out_t_select
+    a_t = jnp.argmax(q_values(select), axis=-1)
+    theta = _take(out_tm1.values, a_tm1)  # [B, N]
+    target = r_t[:, None] + discount_t[:, None] * _take(out_t.values, a_t)  # [B, N']
+    target = jax.lax.stop_gradient(target)
+    u = target[:, None, :] - theta[:, :, None]  # [B, N, N']
+    abs_u = jnp.abs(u)
+    huber = jnp.where(abs_u <= delta, 0.5 * u**2, delta * (abs_u - 0.5 * delta))
+    weight = jnp.abs(jax.lax.stop_gradient(out_tm1.taus)[:, :, None] - (u < 0))
+    loss = jnp.sum(jnp.mean(weight * huber / delta, axis=-1), axis=-1)
+    return loss, target.mean(axis=-1) - theta.mean(axis=-1)
+
+
+def _unbuilt(*_):
+    raise ValueError("value head 'iqn' has settings: build it with head.built(HeadArgs).")
+
+
+IQN = ValueHead("iqn", _unbuilt, _q, _configure, "iqn", (STREAM,))
+heads.HEADS.register("iqn", IQN, builtin=True)
+losses.LOSSES.register("iqn", losses.Loss("iqn", iqn_rows, "iqn"), builtin=True)
