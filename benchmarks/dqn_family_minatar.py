@@ -1,8 +1,8 @@
 """The DQN family on the four gymnax MinAtar games: one program per algorithm and game.
 
-    python benchmarks/dqn_family_minatar.py                        # 9 algorithms x 4 games
+    python benchmarks/dqn_family_minatar.py                        # 8 algorithms x 4 games
+    python benchmarks/dqn_family_minatar.py --games Asterix Freeway --merge   # add 2 games
     python benchmarks/dqn_family_minatar.py --algorithms dqn rainbow-minatar --games Breakout
-    python benchmarks/dqn_family_minatar.py --steps 100000 --seeds 8
 
 Writes `benchmarks/results/dqn_family/minatar.{json,md}` (`--out`). Each algorithm is its
 `jaxrl_fast.dqn_family` change to the `minatar-breakout` preset (DQN's MinAtar settings: 16 envs,
@@ -24,6 +24,7 @@ measured here (`--episodes` x 4 episodes of uniform actions).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -41,8 +42,9 @@ from scipy import stats  # noqa: E402
 from jaxrl_fast.train import train  # noqa: E402
 
 GAMES = ("Asterix", "Breakout", "Freeway", "SpaceInvaders")
-ALGORITHMS = ("dqn", "c51", "qr-dqn", "iqn", "m-dqn", "hl-gauss", "noisy", "full-rainbow",
-              "rainbow-minatar")  # fmt: skip
+ALGORITHMS = ("dqn", "c51", "qr-dqn", "iqn", "m-dqn", "hl-gauss", "noisy", "rainbow-minatar",
+              "full-rainbow")  # fmt: skip
+DEFAULT = ALGORITHMS[:-1]  # full Rainbow on the DQN preset's settings: by request
 BOOTSTRAP = 2000
 
 
@@ -147,11 +149,13 @@ def summarise(rows: list[dict], randoms: dict[str, float], games, algorithms) ->
 def main() -> None:
     parser = common.parser(__doc__, __file__)
     parser.add_argument("--seeds", type=int, default=4, help="seeds per program (>= 4)")
-    parser.add_argument("--steps", type=int, default=60_000, help="env steps per seed")
+    parser.add_argument("--steps", type=int, default=100_000, help="env steps per seed")
     parser.add_argument("--episodes", type=int, default=32, help="evaluation episodes per seed")
     parser.add_argument("--games", nargs="+", default=list(GAMES), choices=list(GAMES))
-    parser.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS),
+    parser.add_argument("--algorithms", nargs="+", default=list(DEFAULT),
                         choices=list(ALGORITHMS))  # fmt: skip
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other (algorithm, game) rows of the results file")  # fmt: skip
     args = parser.parse_args()
     if args.seeds < 1 or args.steps < 20_000 or args.episodes < 1:
         parser.error("--seeds >= 1, --steps >= 20000 (the prefill is 10,000) and --episodes >= 1")
@@ -180,6 +184,20 @@ def main() -> None:
                   f"({r.train_env_steps_per_s:,.0f} env-steps/s, {r.wall_time_s:.0f} s)",
                   flush=True)  # fmt: skip
             jax.clear_caches()
+    wall = time.perf_counter() - t0
+    path = os.path.join(args.out, "minatar.json")
+    if args.merge and os.path.exists(path):  # another session's rows (same settings) stay
+        with open(path) as f:
+            old = json.load(f)
+        if (old["seeds"], old["steps"], old["episodes"]) != (args.seeds, args.steps, args.episodes):
+            raise SystemExit(f"--merge: {path} was run with other --seeds/--steps/--episodes")
+        done = {(r["algorithm"], r["game"]) for r in rows}
+        rows = [r for r in old["rows"] if (r["algorithm"], r["game"]) not in done] + rows
+        randoms = {**old["random_returns"], **randoms}
+        wall += old["wall_s"]
+    games = [g for g in GAMES if any(r["game"] == g for r in rows)]
+    algorithms = [a for a in ALGORITHMS if any(r["algorithm"] == a for r in rows)]
+    rows.sort(key=lambda r: (GAMES.index(r["game"]), ALGORITHMS.index(r["algorithm"])))
     result = {
         "machine": machine(),
         "seeds": args.seeds,
@@ -187,8 +205,8 @@ def main() -> None:
         "episodes": args.episodes,
         "random_returns": randoms,
         "rows": rows,
-        "summary": summarise(rows, randoms, args.games, args.algorithms),
-        "wall_s": time.perf_counter() - t0,
+        "summary": summarise(rows, randoms, games, algorithms),
+        "wall_s": wall,
     }
     write_results(os.path.join(args.out, "minatar"), result, render)
 
