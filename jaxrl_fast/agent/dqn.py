@@ -209,17 +209,8 @@ def make_agent(
     loss_lowp, loss_fp32, loss_args = _make_losses(
         config, (network, network_fp32), sequence, demo, update_gamma or _first_gamma
     )
-
     streams = getattr(network, "rng_streams", ())
-
-    def forward(params: Params, obs: Array, carry: Any, fp32, key=None) -> Any:
-        args = (params, obs, carry) if recurrent else (params, obs)
-        r = rngs(streams, key)
-        kw = {} if r is None else {"rngs": r}
-        if not precision.fallback:
-            return network.apply(*args, **kw)
-        fns = (partial(network_fp32.apply, **kw), partial(network.apply, **kw))
-        return mp.fallback_cond(fp32, *fns, *args)
+    forward = _forward(network, network_fp32, precision, recurrent, streams)
 
     def initial_carry(num_envs: int) -> Any:
         return network.initial_carry(num_envs) if recurrent else ()
@@ -254,6 +245,33 @@ def make_agent(
         out, carry = out if recurrent else (out, carry)
         return epsilon_greedy(key, to_q(out), epsilon, num_actions), carry
 
+    act = _feed_forward(policy, recurrent)
+    update = make_update(loss_lowp, loss_fp32, loss_args, optimizer, precision, exchange)
+    if streams:  # each update draws with a fresh key: the loss's, and the state's next
+        update = _drawing(update)
+    return Agent(init, act, update, update_target, q_values, precision, policy, initial_carry,
+                 recurrent, partial(policy, noise=False))  # fmt: skip
+
+
+def _forward(network, network_fp32, precision: mp.PrecisionPolicy, recurrent: bool, streams):
+    """`forward(params, obs, carry, fp32, key=None)`: the network's output (and carry), in the
+    policy's dtype or in fp32 after the fallback; `key` feeds the network's random streams."""
+
+    def forward(params: Params, obs: Array, carry: Any, fp32, key=None) -> Any:
+        args = (params, obs, carry) if recurrent else (params, obs)
+        r = rngs(streams, key)
+        kw = {} if r is None else {"rngs": r}
+        if not precision.fallback:
+            return network.apply(*args, **kw)
+        fns = (partial(network_fp32.apply, **kw), partial(network.apply, **kw))
+        return mp.fallback_cond(fp32, *fns, *args)
+
+    return forward
+
+
+def _feed_forward(policy: Callable, recurrent: bool) -> Callable:
+    """`Agent.act`: `policy` without a carry (a recurrent agent is refused)."""
+
     def act(agent: AgentState, key: PRNGKey, obs: Array, epsilon: Array, fp32=None) -> Array:
         """Epsilon-greedy actions `[E]` int32 for observations `[E, *obs]` (feed-forward)."""
         if recurrent:
@@ -263,11 +281,7 @@ def make_agent(
             )
         return policy(agent, key, obs, (), epsilon, fp32)[0]
 
-    update = make_update(loss_lowp, loss_fp32, loss_args, optimizer, precision, exchange)
-    if streams:  # each update draws with a fresh key: the loss's, and the state's next
-        update = _drawing(update)
-    return Agent(init, act, update, update_target, q_values, precision, policy, initial_carry,
-                 recurrent, partial(policy, noise=False))  # fmt: skip
+    return act
 
 
 def _drawing(update: Callable) -> Callable:
