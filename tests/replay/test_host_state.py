@@ -287,7 +287,7 @@ def test_load_copies_rows_in_slabs_from_tensorstores(monkeypatch):
     """Rows come in slabs (here 3 slots, the last one short) from anything that slices, such as
     a TensorStore opened on a saved array, so a restore need not hold the rows in RAM."""
     ts = pytest.importorskip("tensorstore")
-    from jaxrl_fast.replay import spill
+    from jaxrl_fast.replay import spill_state
 
     rng = np.random.default_rng(3)
     store = HostStore("host", read_shape=(5, 3), **_KW)
@@ -299,7 +299,7 @@ def test_load_copies_rows_in_slabs_from_tensorstores(monkeypatch):
         spec = {"driver": "zarr", "kvstore": "memory://", "dtype": arr.dtype.name}
         lazy[name] = ts.open(spec, create=True, shape=arr.shape).result()
         lazy[name][...] = arr
-    monkeypatch.setattr(spill, "_SLAB_BYTES", 3 * 2 * 2 * 3)  # 3 slots of obs a slab (8 slots)
+    monkeypatch.setattr(spill_state, "_SLAB_BYTES", 3 * 2 * 2 * 3)  # 3 slots a slab (of 8)
     fresh = HostStore("host", read_shape=(5, 3), **_KW)
     fresh.load_host_state(lazy)
     _assert_trees_equal(fresh.host_state(), state, "from tensorstores")
