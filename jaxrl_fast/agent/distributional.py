@@ -47,6 +47,7 @@ __all__ = [
     "hl_gauss_probs",
     "hl_gauss_rows",
     "qr_rows",
+    "quantile_huber",
     "quantile_midpoints",
 ]
 
@@ -159,17 +160,57 @@ def c51_rows(out_tm1, a_tm1, r_t, discount_t, out_t, out_t_select, q_values, del
     return loss, loss
 
 
+def quantile_huber(theta: Array, tau: Array, target: Array, kappa) -> Array:
+    """`sum_i mean_j |tau_i - 1{u_ij < 0}| huber_kappa(u_ij)`, `u_ij = target_j - theta_i`, per
+    row: `theta, tau [B, N]`, `target [B, M]` (a constant: no gradient flows into it), `kappa`
+    >= 0. Returns `[B]`.
+
+    Computed in O((N + M) log M) per row, not over the N x M pairs: the targets are sorted once,
+    and each theta_i splits them, at `theta_i - kappa`, `theta_i` and `theta_i + kappa`
+    (`searchsorted`), into four runs on which the weight and the Huber piece are fixed; each run's
+    sum of the loss is a polynomial in theta_i of the run's count, sum and sum of squares (prefix
+    sums of the sorted targets). Values are centred on the row's mean target first (u is
+    unchanged) so that the sums of squares do not cancel at large returns. Autodiff through it
+    gives the pairwise form's gradient in theta (the counts are piecewise constant); the pairwise
+    form is the test's oracle (`tests/agent/test_distributional.py`)."""
+    target = jax.lax.stop_gradient(target.astype(jnp.float32))
+    centre = jnp.mean(target, axis=-1, keepdims=True)
+    t = jnp.sort(target - centre, axis=-1)
+    theta = theta.astype(jnp.float32) - centre
+    zero = jnp.zeros_like(t[:, :1])
+    c1 = jnp.concatenate([zero, jnp.cumsum(t, axis=-1)], axis=-1)  # [B, M + 1]
+    c2 = jnp.concatenate([zero, jnp.cumsum(t * t, axis=-1)], axis=-1)
+    rank = jax.vmap(jnp.searchsorted, in_axes=(0, 0, None))
+    k_lo = rank(t, theta - kappa, "left")  # targets below theta - kappa
+    k_mid = rank(t, theta, "left")  # below theta: u < 0
+    k_hi = rank(t, theta + kappa, "right")  # at most theta + kappa
+    k_end = jnp.full_like(k_mid, t.shape[-1])
+
+    def run(a, b):  # count, sum and sum of squares of the sorted targets [a, b)
+        s1 = jnp.take_along_axis(c1, b, -1) - jnp.take_along_axis(c1, a, -1)
+        s2 = jnp.take_along_axis(c2, b, -1) - jnp.take_along_axis(c2, a, -1)
+        return (b - a).astype(jnp.float32), s1, s2
+
+    n_a, s1_a, _ = run(jnp.zeros_like(k_lo), k_lo)  # u < -kappa: kappa (|u| - kappa / 2)
+    n_b, s1_b, s2_b = run(k_lo, k_mid)  # -kappa <= u < 0: u^2 / 2
+    n_c, s1_c, s2_c = run(k_mid, k_hi)  # 0 <= u <= kappa: u^2 / 2
+    n_d, s1_d, _ = run(k_hi, k_end)  # u > kappa
+    below = kappa * (n_a * theta - s1_a - 0.5 * kappa * n_a)
+    below += 0.5 * (s2_b - 2.0 * theta * s1_b + n_b * theta**2)
+    above = 0.5 * (s2_c - 2.0 * theta * s1_c + n_c * theta**2)
+    above += kappa * (s1_d - n_d * theta - 0.5 * kappa * n_d)
+    per_quantile = (1.0 - tau) * below + tau * above
+    return jnp.sum(per_quantile, axis=-1) / t.shape[-1]
+
+
 def qr_rows(out_tm1, a_tm1, r_t, discount_t, out_t, out_t_select, q_values, delta):
     """QR-DQN's quantile Huber loss per row (kappa = `delta`), and the mean TD error."""
     theta = _take(out_tm1.values, a_tm1)  # [B, N]
     a_t = _bootstrap_action(out_t, out_t_select, q_values)
     target = r_t[:, None] + discount_t[:, None] * _take(out_t.values, a_t)  # [B, N']
     target = jax.lax.stop_gradient(target)
-    u = target[:, None, :] - theta[:, :, None]  # [B, N, N']
-    tau = quantile_midpoints(theta.shape[-1])[None, :, None]
-    abs_u = jnp.abs(u)
-    huber = jnp.where(abs_u <= delta, 0.5 * u**2, delta * (abs_u - 0.5 * delta))
-    loss = jnp.sum(jnp.mean(jnp.abs(tau - (u < 0)) * huber, axis=-1), axis=-1)
+    tau = jnp.broadcast_to(quantile_midpoints(theta.shape[-1]), theta.shape)
+    loss = quantile_huber(theta, tau, target, delta)
     return loss, target.mean(axis=-1) - theta.mean(axis=-1)
 
 

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_fast.agent import heads, losses
+from jaxrl_fast.agent.distributional import quantile_huber
 from jaxrl_fast.agent.heads import HeadArgs, ValueHead, head_init
 from jaxrl_fast.agent.layers import hidden_init
 from jaxrl_fast.types import Array
@@ -94,11 +95,8 @@ def iqn_rows(out_tm1, a_tm1, r_t, discount_t, out_t, out_t_select, q_values, del
     theta = _take(out_tm1.values, a_tm1)  # [B, N]
     target = r_t[:, None] + discount_t[:, None] * _take(out_t.values, a_t)  # [B, N']
     target = jax.lax.stop_gradient(target)
-    u = target[:, None, :] - theta[:, :, None]  # [B, N, N']
-    abs_u = jnp.abs(u)
-    huber = jnp.where(abs_u <= delta, 0.5 * u**2, delta * (abs_u - 0.5 * delta))
-    weight = jnp.abs(jax.lax.stop_gradient(out_tm1.taus)[:, :, None] - (u < 0))
-    loss = jnp.sum(jnp.mean(weight * huber / delta, axis=-1), axis=-1)
+    taus = jax.lax.stop_gradient(out_tm1.taus)
+    loss = quantile_huber(theta, taus, target, delta) / delta  # sorted, not over N x N' pairs
     return loss, target.mean(axis=-1) - theta.mean(axis=-1)
 
 

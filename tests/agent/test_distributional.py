@@ -90,6 +90,53 @@ def test_quantile_loss_matches_rlax(kappa, double):
     np.testing.assert_allclose(td, mean_target - theta_tm1[jnp.arange(B), a_tm1].mean(-1), 1e-5)
 
 
+def _pairwise_numpy(theta, tau, target, kappa):
+    """The quantile Huber loss over every (i, j) pair, and its gradient in theta, in numpy."""
+    u = target[:, None, :] - theta[:, :, None]
+    huber = np.where(np.abs(u) <= kappa, 0.5 * u**2, kappa * (np.abs(u) - 0.5 * kappa))
+    weight = np.abs(tau[:, :, None] - (u < 0))
+    grad = -np.mean(weight * np.clip(u, -kappa, kappa), axis=-1)
+    return np.sum(np.mean(weight * huber, axis=-1), axis=-1), grad
+
+
+@pytest.mark.parametrize("kappa", [0.0, 0.5, 1.0, 3.0])
+@pytest.mark.parametrize(("offset", "scale"), [(0.0, 1.0), (90.0, 6.0), (0.0, 0.05)])
+def test_sorted_quantile_huber_equals_the_pairwise_sum_and_its_gradient(kappa, offset, scale):
+    rng = np.random.default_rng(int(10 * kappa + offset))
+    theta = rng.normal(offset, scale, (6, 21)).astype(np.float32)
+    target = rng.normal(offset, scale, (6, 34)).astype(np.float32)
+    target[:, :5] = theta[:, :5]  # ties: u = 0 exactly
+    target[:, 5] = theta[:, 6] + kappa  # on a Huber boundary
+    tau = rng.uniform(size=(6, 21)).astype(np.float32)
+    as64 = (x.astype(np.float64) for x in (theta, tau, target))
+    expected, expected_grad = _pairwise_numpy(*as64, kappa)
+    grad = jax.grad(lambda x: dist.quantile_huber(x, tau, target, kappa).sum())(jnp.asarray(theta))
+    got = dist.quantile_huber(jnp.asarray(theta), tau, target, kappa)
+    np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5 * (1 + scale**2))
+    np.testing.assert_allclose(grad[:, 6:], expected_grad[:, 6:], rtol=1e-4, atol=1e-5)
+    # at an exact tie the pairwise gradient is 0 for that pair either way (clip(0) = 0)
+    np.testing.assert_allclose(grad[:, :5], expected_grad[:, :5], rtol=1e-4, atol=1e-5)
+
+
+def test_qr_loss_gradient_matches_rlax():
+    n = 16
+    theta_tm1, theta_t, _, a_tm1, r_t, discount = _batch(jax.random.key(3), n)
+    tau = dist.quantile_midpoints(n)
+    t = lambda x: jnp.swapaxes(x, 1, 2)  # noqa: E731  rlax: [N, A]
+
+    def ours(q):
+        out = dist.Quantiles
+        q_values = dist.QR.q_values
+        loss, _ = dist.qr_rows(out(q), a_tm1, r_t, discount, out(theta_t), None, q_values, 1.0)
+        return loss.sum()
+
+    def theirs(q):
+        f = jax.vmap(rlax.quantile_q_learning, (0, None, 0, 0, 0, 0, 0, None))
+        return f(t(q), tau, a_tm1, r_t, discount, t(theta_t), t(theta_t), 1.0).sum()
+
+    np.testing.assert_allclose(jax.grad(ours)(theta_tm1), jax.grad(theirs)(theta_tm1), atol=1e-6)
+
+
 def _integral_oracle(y, centres, sigma):
     """Each bin's mass of Normal(y, sigma) by the trapezoid rule on a fine grid, renormalised."""
     width = centres[1] - centres[0]
