@@ -32,12 +32,13 @@ PRESETS = ("atari-pong", "rainbow-atari-pong")
 
 
 def main() -> None:
-    parser = common.parser(__doc__, __file__)
+    parser = common.parser(__doc__, __file__, out=os.path.join(common.RESULTS, "dqn_family"))
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--steps", type=int, default=40_000, help="env steps per seed")
     parser.add_argument("--prefill", type=int, default=8_000, help="learning_starts")
     parser.add_argument("--episodes", type=int, default=1, help="evaluation episodes per seed")
     parser.add_argument("--presets", nargs="+", default=list(PRESETS))
+    parser.add_argument("--note", default="", help="a sentence for the results (conditions)")
     args = parser.parse_args()
     t0 = time.perf_counter()
     rows = []
@@ -73,6 +74,8 @@ def main() -> None:
     for row in rows:
         row["speed_vs_dqn"] = row["env_steps_per_s"] / dqn["env_steps_per_s"] if dqn else None
     result = {"machine": machine(), "rows": rows, "wall_s": time.perf_counter() - t0}
+    if args.note:
+        result["note"] = args.note
     write_results(os.path.join(args.out, "atari"), result, render)
 
 
@@ -83,7 +86,8 @@ def render(r: dict) -> str:
         machine_line(r["machine"]) + ".",
         f"Produced by `python benchmarks/dqn_family_atari.py` in {r['wall_s'] / 60:.0f} min. "
         "Seeds vmapped over one envpool pool; a CPU-sized budget, so the returns show the path "
-        "runs, not a learned player (Pong's returns start at -21).",
+        "runs, not a learned player (Pong's returns start at -21)."
+        + (f" {r['note']}" if r.get("note") else ""),
         "",
         "| preset | seeds | env steps per seed (prefill) | compile s | env-steps/s (training) "
         "| vs DQN | final greedy returns | last chunk's loss |",

@@ -147,7 +147,7 @@ def summarise(rows: list[dict], randoms: dict[str, float], games, algorithms) ->
 
 
 def main() -> None:
-    parser = common.parser(__doc__, __file__)
+    parser = common.parser(__doc__, __file__, out=os.path.join(common.RESULTS, "dqn_family"))
     parser.add_argument("--seeds", type=int, default=4, help="seeds per program (>= 4)")
     parser.add_argument("--steps", type=int, default=100_000, help="env steps per seed")
     parser.add_argument("--episodes", type=int, default=32, help="evaluation episodes per seed")
