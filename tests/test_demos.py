@@ -206,6 +206,7 @@ def test_recorded_demonstrations_with_prioritised_replay(probe_run, tmp_path):
     cfg = tiny_config(
         replay=ReplayConfig(capacity=400, batch_size=16, prioritised=True),
         demo={"source": str(path), "share": 0.25},
+        eval_episodes=2,
     )
     result = train(cfg, progress=False)
     assert result.final_return.tolist() == [1.0, 1.0]

@@ -17,8 +17,8 @@ from jaxrl_fast.train import train
 def runs(tmp_path_factory):
     """The tiny run with and without eval_every=400 (chunks end at 280, 480, 680, 880)."""
     path = tmp_path_factory.mktemp("eval") / "run"
-    evaluated = train(tiny_config(eval_every=400), progress=False, run_dir=path)
-    plain = train(tiny_config(), progress=False)
+    evaluated = train(tiny_config(eval_every=400, eval_episodes=2), progress=False, run_dir=path)
+    plain = train(tiny_config(eval_episodes=2), progress=False)
     return evaluated, plain, path
 
 

@@ -79,7 +79,7 @@ def compiles(monkeypatch):
 
 @pytest.mark.slow
 def test_a_sweep_compiles_once_whatever_the_values(compiles):
-    cfg = tiny_config(total_env_steps=240, num_chunks=2)
+    cfg = tiny_config(total_env_steps=240, num_chunks=2, eval_episodes=2)
     first = train(cfg, sweep={"dqn.learning_rate": [1e-3, 3e-3, 1e-2]}, progress=False)
     programs_a = list(compiles)
     compiles.clear()
@@ -93,7 +93,7 @@ def test_a_sweep_compiles_once_whatever_the_values(compiles):
 
 @pytest.fixture(scope="module")
 def lr_sweep():
-    cfg = tiny_config(num_seeds=2)
+    cfg = tiny_config(num_seeds=2, eval_episodes=2)
     return cfg, train(
         cfg, sweep={"dqn.learning_rate": [1e-3, 3e-3]}, seeds_per_point=2, progress=False
     )

@@ -45,7 +45,7 @@ def _scalars(directory) -> dict[str, dict[int, float]]:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     path = tmp_path_factory.mktemp("tb") / "run"
-    return train(tiny_config(eval_every=400), progress=False, run_dir=path), path
+    return train(tiny_config(eval_every=400, eval_episodes=2), progress=False, run_dir=path), path
 
 
 @pytest.mark.slow

@@ -242,7 +242,7 @@ def test_recurrent_agent_learns_probe_chain_optimal_q():
     a burn-in step: the trained positions start from a refreshed state."""
     from jaxrl_fast.train import train
 
-    cfg = _recurrent_tiny(burn_in=1).replace(total_env_steps=2484, num_chunks=4)
+    cfg = _recurrent_tiny(burn_in=1).replace(total_env_steps=2484, num_chunks=4, eval_episodes=2)
     result = train(cfg, progress=False)
     net = QNetwork.from_config(cfg.network, fns_spec())
     for s in range(cfg.num_seeds):

@@ -24,7 +24,9 @@ def _rows(path):
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     path = tmp_path_factory.mktemp("full")
-    result = train(tiny_config(), progress=False, run_dir=path, checkpoint_every=200, keep=2)
+    result = train(
+        tiny_config(eval_episodes=2), progress=False, run_dir=path, checkpoint_every=200, keep=2
+    )
     return result, path
 
 
@@ -123,7 +125,8 @@ def on_chunk(rec):
     if rec["chunk"] == 2:  # logged, not yet saved: the newest checkpoint is chunk 1's
         os.kill(os.getpid(), signal.SIGKILL)
 
-train(tiny_config(), progress=False, run_dir=sys.argv[1], checkpoint_every=200, on_chunk=on_chunk)
+train(tiny_config(eval_episodes=2), progress=False, run_dir=sys.argv[1], checkpoint_every=200,
+      on_chunk=on_chunk)
 """
 
 
@@ -189,7 +192,7 @@ else:  # "rename": every file of the save written, dies just before orbax rename
 
     atomicity.AtomicRenameTemporaryPath.finalize = finalize_or_die
 
-train(tiny_config(), progress=False, run_dir=run_dir, checkpoint_every=200)
+train(tiny_config(eval_episodes=2), progress=False, run_dir=run_dir, checkpoint_every=200)
 """
 
 

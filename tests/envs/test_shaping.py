@@ -90,6 +90,7 @@ def test_loop_learns_shaped_q_and_reports_env_returns(monkeypatch):
         total_env_steps=3280,
         num_chunks=4,
         schedule={"epsilon_end": 0.5},  # both actions tried often: each Q-value is learned
+        eval_episodes=2,
     )
     result = train(cfg, progress=False)
     net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec)

@@ -56,7 +56,7 @@ def _guards(names: list[str]) -> list[str]:
 
 
 def test_the_default_programs_wait_on_the_host_once_per_chunk():
-    waits = _waits(tiny_config())
+    waits = _waits(tiny_config(eval_episodes=2))
     for name, w in waits.items():
         assert w.unknown_trip_loops == [], name
     assert waits["init"].conditionals == []
@@ -81,6 +81,7 @@ def test_guards_of_the_fallback_l3_and_evaluation_segments_are_named():
         },
         env={"name": "CartPole-v1", "num_envs": 4},
         num_seeds=1,
+        eval_episodes=2,
     )
     waits = _waits(cfg)
     for name, w in waits.items():

@@ -179,7 +179,7 @@ SCRIPT = textwrap.dedent(
     out["onebit_bytes"] = onebit.compressed_bytes({"a": params["a"][0], "b": params["b"][0]})
     def params_of(r):
         return [np.asarray(x) for x in jax.tree.leaves(r.runner.seeds.agent.params)]
-    cfg = tiny_config(num_seeds=2, num_chunks=2)
+    cfg = tiny_config(num_seeds=2, num_chunks=2, eval_episodes=2)
     updates = cfg.total_updates
     runs = {
         "one": cfg,

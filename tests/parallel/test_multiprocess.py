@@ -17,7 +17,7 @@ from jaxrl_fast.parallel.launch import launch_local
 
 def _launch(tmp_path, *extra, timeout=240, config=None, processes=2):
     path = tmp_path / "tiny.json"
-    config = config or tiny_config(total_env_steps=480, num_chunks=2)
+    config = config or tiny_config(total_env_steps=480, num_chunks=2, eval_episodes=2)
     path.write_text(json.dumps(config.to_dict()))
     env = child_env(cache=False)  # the CLI keeps the cache off in a distributed run
     launch = ["launch", "--local", str(processes), "--timeout", str(timeout - 30), "--", "train"]
@@ -50,7 +50,7 @@ def test_four_processes_seeds_and_replicas(tmp_path):
     processes too; both seeds learn probe-chain (greedy return 1, random about 0.5)."""
     out = tmp_path / "out"
     env = ["--parallel.data", "2", "--out", str(out)]
-    config = tiny_config(total_env_steps=880, num_chunks=2)
+    config = tiny_config(total_env_steps=880, num_chunks=2, eval_episodes=2)
     proc = _launch(tmp_path, *env, processes=4, timeout=300, config=config)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
