@@ -82,3 +82,26 @@ def test_full_rainbow_resumes_bitwise(tmp_path):
     np.testing.assert_array_equal(resumed.final_return, full.final_return)
     key_data = [np.asarray(jax.random.key_data(r.runner.seeds.agent.rng)) for r in (resumed, full)]
     np.testing.assert_array_equal(*key_data)  # the noise's key is in the checkpoint
+
+
+@pytest.mark.slow
+def test_the_family_composes_with_precision_l3_and_a_sweep():
+    """One program: QR-DQN's head on noisy layers, 3-step prioritised rows drawn partly from the
+    L3 tier, bf16 compute, swept over kappa (traced: both points in one compile). Each point
+    trains with finite losses, the L3 tier is read, and the two kappas end apart."""
+    cfg = dqn_family.apply("qr-dqn", tiny_config(num_chunks=2))
+    cfg = cfg.replace(
+        network=dataclasses.replace(cfg.network, dense="noisy", num_quantiles=16),
+        replay={"n_step": 3, "prioritised": True, "capacity": 64, "l3": "host",
+                "l3_capacity": 400, "l3_share": 0.5},
+        precision={"compute": "bf16"},
+        schedule={"epsilon_start": 0.0, "epsilon_end": 0.0},  # the noise explores
+    )  # fmt: skip
+    swept = train(cfg, sweep={"dqn.huber_delta": [1.0, 3.0]}, seeds_per_point=1, progress=False)
+    history = swept.result.history
+    replay = history[-1]["replay"]
+    assert min(replay["l3_rows_sampled"]) > 0.1 * min(replay["rows_sampled"])  # L3 rows trained
+    assert all(np.isfinite(h["loss"]).all() for h in history)
+    params = jax.tree.leaves(swept.result.runner.seeds.agent.params)
+    assert all(p.shape[0] == 2 for p in params)
+    assert any(not np.allclose(p[0], p[1]) for p in params)  # the kappas differ
