@@ -187,6 +187,10 @@ SCRIPT = textwrap.dedent(
         "onebit": cfg.replace(parallel={"data": 2, "compression": "onebit"}),
         "sync_end": cfg.replace(parallel={"data": 2, "sync": f"every:{updates // 2}"}),
         "sync_before_end": cfg.replace(parallel={"data": 2, "sync": f"every:{updates - 1}"}),
+        # a head and layers that draw their own randomness (IQN's levels, noisy weights)
+        "iqn_noisy": cfg.replace(parallel={"data": 2}, dqn={"loss": "iqn"},
+                                 network={"head": "iqn", "dense": "noisy",
+                                          "iqn_samples": (8, 8, 8), "iqn_embedding": 16}),
     }
     for name, c in runs.items():
         r = train(c, progress=False)
@@ -241,7 +245,7 @@ def test_exchange_bytes_on_the_wire(two_devices):
 def test_data_replicas_runs(two_devices):
     one = two_devices["one"]
     assert one["lanes"] == 2
-    for name in ("every_step", "onebit", "sync_end", "sync_before_end"):
+    for name in ("every_step", "onebit", "sync_end", "sync_before_end", "iqn_noisy"):
         rec = two_devices[name]
         assert rec["devices"] == 2 and rec["lanes"] == 4 and rec["finite"], name
         assert rec["seeds_differ"], name
@@ -249,6 +253,7 @@ def test_data_replicas_runs(two_devices):
     # fp32 gradient averaging and 1-bit Adam keep the replicas bitwise equal
     assert two_devices["every_step"]["replicas_equal"]
     assert two_devices["onebit"]["replicas_equal"]
+    assert two_devices["iqn_noisy"]["replicas_equal"]  # the replicas draw the same levels/noise
     # local SGD: equal right after a sync, apart after a local update
     assert two_devices["sync_end"]["replicas_equal"]
     assert not two_devices["sync_before_end"]["replicas_equal"]
