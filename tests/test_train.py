@@ -79,11 +79,22 @@ def test_init_compiled_for_speed_gives_the_default_builds_state():
     from jaxrl_fast.programs import init_compiler_options
     from jaxrl_fast.seeds import train_keys
 
+    flag = "jax_disable_most_optimizations"  # on as the tests compile (conftest)
+    was = jax.config.values[flag]
+    try:
+        jax.config.update(flag, False)
+        assert init_compiler_options("cpu") == {"xla_backend_optimization_level": 1}
+        jax.config.update(flag, True)  # least optimisation asked for: not raised to level 1
+        assert init_compiler_options("cpu") is None
+    finally:
+        jax.config.update(flag, was)
+
     cfg = tiny_config(num_seeds=2)
     fns = make_train(cfg)
     keys = train_keys(cfg)
     lowered = jax.jit(fns.init).lower(keys)
-    fast = lowered.compile(compiler_options=init_compiler_options("cpu"))(keys)
+    level_1 = {"xla_backend_optimization_level": 1}  # what a CPU run at the default level uses
+    fast = lowered.compile(compiler_options=level_1)(keys)
     default = lowered.compile()(keys)
 
     def leaves(runner):
