@@ -45,7 +45,7 @@ def init_compiler_options(platform: str) -> dict[str, Any] | None:
     bit. Level 0 would save more but changes the last bits of the initial parameters. Other
     platforms keep their defaults, and so does a process that asked JAX for the least
     optimisation (`jax_disable_most_optimizations`, level 0, as the tests run): raising it to 1
-    there took 2-3x as long to compile `init` (0.7 s against 0.2 s for a tiny probe-chain run,
+    there took 2-3x as long to compile `init` (by hand: 0.7 s against 0.2 s for a tiny run,
     3.6 s against 1.2 s for MinAtar).
 
       >>> init_compiler_options("cpu") == (None if _least_optimised() else
