@@ -42,8 +42,8 @@ def test_the_factorised_layer_equals_the_matrix_it_factorises():
     key = jax.random.key(7)
     y = layer.apply(params, x, rngs={"noise": key})
     # the same draws, the noisy matrix formed in numpy (Fortunato et al. 2018, eq. 10-11)
-    f = np.asarray(scaled_noise(_layer_key(x, key), FAN_IN + OUT))
-    f_in, f_out = f[:FAN_IN], f[FAN_IN:]
+    k_in, k_out = jax.random.split(_layer_key(x, key))
+    f_in, f_out = np.asarray(scaled_noise(k_in, FAN_IN)), np.asarray(scaled_noise(k_out, OUT))
     p = params["params"]
     w = p["kernel"] + p["sigma_kernel"] * np.outer(f_in, f_out)
     b = p["bias"] + p["sigma_bias"] * f_out
