@@ -35,7 +35,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxrl_fast.agent import heads, losses
+from jaxrl_fast.agent import heads, losses, rowsort
 from jaxrl_fast.agent.heads import HeadArgs, ValueHead, head_init
 from jaxrl_fast.types import Array
 
@@ -169,21 +169,27 @@ def quantile_huber(theta: Array, tau: Array, target: Array, kappa) -> Array:
     and each theta_i splits them, at `theta_i - kappa`, `theta_i` and `theta_i + kappa`
     (`searchsorted`), into four runs on which the weight and the Huber piece are fixed; each run's
     sum of the loss is a polynomial in theta_i of the run's count, sum and sum of squares (prefix
-    sums of the sorted targets). Values are centred on the row's mean target first (u is
-    unchanged) so that the sums of squares do not cancel at large returns. Autodiff through it
+    sums of the sorted targets). The sort and the counts are `agent.rowsort`'s (a sorting network
+    and a blocked search: several times faster than `jnp.sort` and `searchsorted` on a CPU).
+    Values are centred on the row's mean target first (u is unchanged) so that the sums of
+    squares do not cancel at large returns. Autodiff through it
     gives the pairwise form's gradient in theta (the counts are piecewise constant); the pairwise
     form is the test's oracle (`tests/agent/test_distributional.py`)."""
     target = jax.lax.stop_gradient(target.astype(jnp.float32))
     centre = jnp.mean(target, axis=-1, keepdims=True)
-    t = jnp.sort(target - centre, axis=-1)
+    t = rowsort.sort_rows(target - centre)
     theta = theta.astype(jnp.float32) - centre
     zero = jnp.zeros_like(t[:, :1])
     c1 = jnp.concatenate([zero, jnp.cumsum(t, axis=-1)], axis=-1)  # [B, M + 1]
     c2 = jnp.concatenate([zero, jnp.cumsum(t * t, axis=-1)], axis=-1)
-    rank = jax.vmap(jnp.searchsorted, in_axes=(0, 0, None))
-    k_lo = rank(t, theta - kappa, "left")  # targets below theta - kappa
-    k_mid = rank(t, theta, "left")  # below theta: u < 0
-    k_hi = rank(t, theta + kappa, "right")  # at most theta + kappa
+    at = jax.lax.stop_gradient(theta)
+    n = theta.shape[-1]
+    queries = jnp.concatenate([at - kappa, at, at + kappa], axis=-1)
+    at_most = jnp.arange(3 * n) >= 2 * n  # the last n count the targets <= theta + kappa
+    counts = rowsort.count_below(t, queries, inclusive=at_most)
+    k_lo = counts[:, :n]  # targets below theta - kappa
+    k_mid = counts[:, n : 2 * n]  # below theta: u < 0
+    k_hi = counts[:, 2 * n :]  # at most theta + kappa
     k_end = jnp.full_like(k_mid, t.shape[-1])
 
     def run(a, b):  # count, sum and sum of squares of the sorted targets [a, b)
