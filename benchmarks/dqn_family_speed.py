@@ -14,12 +14,13 @@ every algorithm alike.
 Per algorithm: the median over rounds of the training env-steps/s (all seeds together, after the
 prefill) and of the compile seconds, and the median of the per-round ratios to DQN's (the DQN run
 of the same round). The returns of these short runs are not reported: see
-`results/dqn_family/minatar.md` for those.
+`results/dqn_family/minatar.md` for those. `qr-dqn-51` is QR-DQN with 51 quantiles instead of
+200 (`VARIANTS`): how much of its time is the width of its head.
 
 Also timed, alternating over the same rounds: QR-DQN's quantile Huber loss and its gradient at
-the benchmark's shapes (`--seeds` seeds vmapped, 32 rows, 200 predicted and 200 target
-quantiles), computed as the library does (`distributional.quantile_huber`: sorted targets and
-prefix sums) and over every pair (the `[rows, N, N']` form), each a compiled function called
+the benchmark's shapes (`--seeds` seeds vmapped, the preset's batch of rows, 200 predicted and
+200 target quantiles), computed as the library does (`distributional.quantile_huber`: sorted
+targets and prefix sums) and over every pair (the `[rows, N, N']` form), each a compiled function called
 `LOSS_CALLS` times.
 """
 
@@ -40,7 +41,10 @@ import jax  # noqa: E402
 
 from jaxrl_fast.train import train  # noqa: E402
 
-DEFAULT = ("dqn", "c51", "qr-dqn", "iqn", "m-dqn", "hl-gauss", "noisy", "rainbow-minatar")
+DEFAULT = ("dqn", "c51", "qr-dqn", "qr-dqn-51", "iqn", "m-dqn", "hl-gauss", "noisy",
+           "rainbow-minatar")  # fmt: skip
+# rows that change one setting of an algorithm, to show where its time goes
+VARIANTS = {"qr-dqn-51": ("qr-dqn", {"network": {"num_quantiles": 51}})}
 LOSS_CALLS = 30
 
 
@@ -53,7 +57,7 @@ def pairwise_quantile_huber(theta, tau, target, kappa):
     return jnp.sum(jnp.mean(jnp.abs(tau[:, :, None] - (u < 0)) * huber, axis=-1), axis=-1)
 
 
-def loss_programs(seeds: int, rows: int = 32, n: int = 200):
+def loss_programs(seeds: int, rows: int, n: int = 200):
     """{form: (compiled value-and-grad over the seeds, its inputs)} for both loss forms."""
     import jax.numpy as jnp
 
@@ -88,7 +92,7 @@ def time_loss(fn, args) -> float:
 def main() -> None:
     parser = common.parser(__doc__, __file__, out=os.path.join(common.RESULTS, "dqn_family"))
     parser.add_argument("--algorithms", nargs="+", default=list(DEFAULT),
-                        choices=list(ALGORITHMS))  # fmt: skip
+                        choices=[*ALGORITHMS, *VARIANTS])  # fmt: skip
     parser.add_argument("--game", default="Breakout")
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--steps", type=int, default=16_000, help="training env steps per seed")
@@ -98,7 +102,8 @@ def main() -> None:
         parser.error("--rounds >= 3, --steps >= 1000, and dqn among --algorithms (the reference)")
     t0 = time.perf_counter()
     runs: dict[str, list[dict]] = {a: [] for a in args.algorithms}
-    programs = loss_programs(args.seeds)
+    rows_per_batch = config_for("qr-dqn", args.game, 1, 20_000, 1).replay.batch_size
+    programs = loss_programs(args.seeds, rows_per_batch)
     loss_ms: dict[str, list[float]] = {name: [] for name in programs}
     for k in range(args.rounds):
         for name, (fn, inputs) in programs.items():
@@ -106,7 +111,8 @@ def main() -> None:
         print(f"round {k + 1} quantile Huber loss + grad: "
               + ", ".join(f"{n} {v[-1]:.1f} ms" for n, v in loss_ms.items()), flush=True)  # fmt: skip
         for a in args.algorithms:
-            cfg = config_for(a, args.game, args.seeds, 10_000 + args.steps, 1)
+            base, change = VARIANTS.get(a, (a, {}))
+            cfg = config_for(base, args.game, args.seeds, 10_000 + args.steps, 1).replace(**change)
             r = train(cfg.replace(eval_episodes=0), progress=False)
             runs[a].append(
                 {"env_steps_per_s": r.train_env_steps_per_s, "compile_s": r.compile_time_s}
@@ -142,6 +148,7 @@ def main() -> None:
         "rounds": args.rounds,
         "rows": rows,
         "loss_ms": loss_ms,
+        "loss_rows": rows_per_batch,
         "wall_s": time.perf_counter() - t0,
     }
     write_results(os.path.join(args.out, "speed"), result, render)
@@ -173,7 +180,8 @@ def render(r: dict) -> str:
     lines += [
         "",
         "QR-DQN's quantile Huber loss and its gradient, "
-        f"{r['seeds']} seeds x 32 rows x 200 x 200 quantiles, median over the rounds: "
+        f"{r['seeds']} seeds x {r.get('loss_rows', 32)} rows x 200 x 200 quantiles, median over "
+        "the rounds: "
         f"sorted (the library's) {ms['sorted']:.1f} ms, over every pair {ms['pairwise']:.1f} ms "
         f"({ms['pairwise'] / ms['sorted']:.0f}x).",
     ]
