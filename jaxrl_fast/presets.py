@@ -55,7 +55,7 @@ from __future__ import annotations
 import difflib
 from typing import Callable
 
-from jaxrl_fast import dqn_family
+from jaxrl_fast import dqn_family, pqn
 from jaxrl_fast.config import (
     DQNConfig,
     EnvConfig,
@@ -374,6 +374,8 @@ def _base(name: str) -> TrainConfig:
 
 # The DQN family's presets (`jaxrl_fast.dqn_family`): an algorithm's parts on a base preset.
 _PRESETS.update(dqn_family.presets(_base))
+# PQN's presets (`jaxrl_fast.pqn`): the rollout learner with purejaxql's settings.
+_PRESETS.update(pqn.presets(_base))
 
 DEFAULT = "cartpole"
 

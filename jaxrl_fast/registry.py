@@ -78,7 +78,7 @@ HEADS = Registry(
 LOSSES = Registry(
     "DQNConfig.loss",
     "loss",
-    ("mse", "huber", "c51", "qr-dqn", "hl-gauss", "m-dqn", "iqn"),
+    ("mse", "huber", "c51", "qr-dqn", "hl-gauss", "m-dqn", "iqn", "regression"),
     "jaxrl_fast.agent.losses.register",
 )
 DENSE_LAYERS = Registry(
@@ -86,4 +86,10 @@ DENSE_LAYERS = Registry(
     "dense layer",
     ("dense", "noisy"),
     "jaxrl_fast.agent.dense.register",
+)
+LEARNERS = Registry(
+    "TrainConfig.learner",
+    "learner",
+    ("replay", "rollout"),
+    "jaxrl_fast.loop.learners.register",
 )

@@ -22,6 +22,7 @@ LAYERS = {
         "options",
         "presets",
         "dqn_family",
+        "pqn",
         "hparams",
         "paths",
         "cpu_lowering",

@@ -14,8 +14,10 @@ weights, 0 on padding rows) and adds the added terms (the demonstrations' large-
 `agent.margin`).
 
 The library's losses are "mse" (`0.5 td^2`) and "huber" (`optax.huber_loss`) on the one-step or
-n-step TD error with double-Q selection, and the distributional heads' losses
-(`agent.distributional`: "c51", "qr-dqn", "hl-gauss"); `register(name, loss)` adds one:
+n-step TD error with double-Q selection, the distributional heads' losses
+(`agent.distributional`: "c51", "qr-dqn", "hl-gauss"), and "regression" (`0.5 (r - Q(s, a))^2`
+on a target the learner computed, no bootstrap: the rollout learner's lambda-returns, PQN);
+`register(name, loss)` adds one:
 
     >>> import jax.numpy as jnp
     >>> from jaxrl_fast.agent import losses
@@ -68,6 +70,10 @@ class Loss(NamedTuple):
     """A TD loss: `rows(...) -> (loss [B], td [B])` (module docstring); `head`: the value head
     whose output it reads (None: any head, through `q_values`).
 
+    `bootstrap=False`: the loss reads no next observation (its target is in `batch.reward`, a
+    return the learner computed: the rollout learner's lambda-return); the target and selection
+    passes are then not computed and `rows` gets None for `out_t_target` and `out_t_select`.
+
     Two optional inputs, each passed to `rows` as a keyword only when the loss asks for it:
     `target_tm1=True` gives `target_tm1=` the target network's output at the sampled
     observations (Munchausen's policy at `s`); `settings(hparams) -> tuple` picks the loss's own
@@ -80,6 +86,7 @@ class Loss(NamedTuple):
     head: str | None = None
     target_tm1: bool = False
     settings: Callable[[Any], tuple] | None = None
+    bootstrap: bool = True
 
 
 def _td_rows(kind: str) -> Callable:
@@ -93,9 +100,18 @@ def _td_rows(kind: str) -> Callable:
     return rows
 
 
+def _regression_rows(out_tm1, a_tm1, r_t, discount_t, out_t_target, out_t_select, q_values, delta):
+    """`0.5 (r_t - Q(s, a))^2`: `r_t` is the learner's own target (a lambda-return)."""
+    del discount_t, out_t_target, out_t_select, delta
+    q = q_values(out_tm1)
+    td = r_t - jnp.take_along_axis(q, a_tm1[:, None].astype(jnp.int32), axis=-1)[:, 0]
+    return 0.5 * td**2, td
+
+
 TD_LOSSES = ("mse", "huber")  # the losses on the TD error of Q-values
 for _name in TD_LOSSES:
     LOSSES.register(_name, Loss(_name, _td_rows(_name)), builtin=True)
+LOSSES.register("regression", Loss("regression", _regression_rows, bootstrap=False), builtin=True)
 BUILTIN = LOSSES.builtin
 
 
@@ -174,12 +190,13 @@ def make_loss(
         if spec.target_tm1:
             extra["target_tm1"] = apply(target_params, batch.obs, keys[3], "target")
         out_tm1 = apply(params, batch.obs, keys[0], "online")
-        out_t_target = apply(target_params, batch.next_obs, keys[1], "target")
-        out_t_select = (
-            apply(jax.lax.stop_gradient(params), batch.next_obs, keys[2], "select")
-            if config.double_q
-            else None
-        )
+        out_t_target = out_t_select = None
+        if spec.bootstrap:
+            out_t_target = apply(target_params, batch.next_obs, keys[1], "target")
+            if config.double_q:
+                out_t_select = apply(
+                    jax.lax.stop_gradient(params), batch.next_obs, keys[2], "select"
+                )
         per_item, td = spec.rows(
             out_tm1,
             batch.action,

@@ -56,6 +56,7 @@ class QNetwork(nn.Module):
       dense_layer: the kind of every dense layer (`agent.dense`): "dense" or "noisy".
       noisy_sigma0: the noisy layers' initial noise scale (`NetworkConfig.noisy_sigma0`).
       lstm: LSTM width (0: a feed-forward network).
+      layer_norm: a LayerNorm before every hidden ReLU of the torso (PQN's networks).
       dtype: compute dtype.
       param_dtype: parameter dtype.
       precision: `jax.lax.Precision` for matmuls and convolutions (None: backend default).
@@ -72,6 +73,7 @@ class QNetwork(nn.Module):
     dense_layer: str = "dense"
     noisy_sigma0: float = 0.5
     lstm: int = 0
+    layer_norm: bool = False
     dtype: Any = jnp.float32
     param_dtype: Any = jnp.float32
     precision: Any = None
@@ -168,6 +170,7 @@ class QNetwork(nn.Module):
             dense_layer=config.dense,
             noisy_sigma0=config.noisy_sigma0,
             lstm=config.lstm,
+            layer_norm=config.layer_norm,
             **{"conv_impl": config.conv_impl, **kwargs},
         )
 

@@ -14,15 +14,24 @@ from jaxrl_fast.hparams import HParams
 from jaxrl_fast.parallel.exchange import Exchange
 from jaxrl_fast.parallel.onebit import onebit_adam
 
+_OPTIMIZERS = {"adam": optax.adam, "radam": optax.radam}  # DQNConfig.optimizer
+
 
 def make_optimizer(
     config: DQNConfig, learning_rate, exchange: Exchange | None = None, max_norm=None
 ) -> optax.GradientTransformation:
-    """Adam with global-norm clipping before it; 1-bit Adam over data replicas when `exchange`
-    compresses (clipping then acts on each replica's local gradient). `max_norm` (traced)
-    overrides `config.max_grad_norm` (a seed that does not clip among seeds that do has `inf`:
-    its gradients pass bitwise unchanged); with neither, no clip."""
-    if exchange is not None and exchange.onebit:
+    """Adam (or RAdam: `config.optimizer`) with global-norm clipping before it; 1-bit Adam
+    over data replicas when `exchange` compresses (clipping then acts on each replica's local
+    gradient). `max_norm` (traced) overrides `config.max_grad_norm` (a seed that does not clip
+    among seeds that do has `inf`: its gradients pass bitwise unchanged); with neither, no
+    clip."""
+    onebit = exchange is not None and exchange.onebit
+    if onebit and config.optimizer != "adam":
+        raise ValueError(
+            f"DQNConfig.optimizer={config.optimizer!r}: the 1-bit exchange "
+            "(ParallelConfig) compresses Adam's moments; use optimizer='adam' with it."
+        )
+    if onebit:
         adam = onebit_adam(
             learning_rate,
             axis=exchange.axis,
@@ -30,7 +39,7 @@ def make_optimizer(
             eps=config.adam_eps,
         )
     else:
-        adam = optax.adam(learning_rate, eps=config.adam_eps)
+        adam = _OPTIMIZERS[config.optimizer](learning_rate, eps=config.adam_eps)
     if max_norm is None:
         max_norm = config.max_grad_norm
     if max_norm is None:

@@ -3,7 +3,8 @@
 Each torso is a function called inside `QNetwork`'s compact `__call__`, so the layers it creates
 belong to the network (their names, and so the parameter tree and its initial values, are the
 network's own: `Dense_0`, `Conv_0`, ...). `net` is the calling `QNetwork` (widths, dtypes,
-precision) and `dense(n, init=hidden_init)` makes one of its dense layers.
+precision, `layer_norm`: a LayerNorm before every hidden ReLU) and `dense(n, init=hidden_init)`
+makes one of its dense layers.
 
     mlp          `hidden_sizes` dense layers
     minatar_cnn  3x3 stride-1 VALID convolutions (`conv_channels`) as patches x matmul (im2col:
@@ -30,10 +31,17 @@ from jaxrl_fast.types import Array
 NATURE_TORSO = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
 
 
+def _activate(net: Any, x: Array) -> Array:
+    """ReLU, after a LayerNorm when `net.layer_norm` (`NetworkConfig.layer_norm`, PQN's)."""
+    if getattr(net, "layer_norm", False):
+        x = nn.LayerNorm(dtype=net.dtype, param_dtype=net.param_dtype)(x)
+    return nn.relu(x)
+
+
 def _dense_layers(net: Any, x: Array, dense: Callable) -> Array:
     x = x.reshape((x.shape[0], -1))
     for h in net.hidden_sizes:
-        x = nn.relu(dense(h)(x))
+        x = _activate(net, dense(h)(x))
     return x
 
 
@@ -62,7 +70,7 @@ def minatar_cnn(net: Any, x: Array, dense: Callable) -> Array:
             param_dtype=net.param_dtype,
             precision=net.precision,
         )
-        x = nn.relu(conv(patches))
+        x = _activate(net, conv(patches))
     return _dense_layers(net, x, dense)
 
 
@@ -78,7 +86,7 @@ def nature_cnn(net: Any, x: Array, dense: Callable) -> Array:
             param_dtype=net.param_dtype,
             precision=net.precision,
         )
-        x = nn.relu(conv(x))
+        x = _activate(net, conv(x))
     return _dense_layers(net, x, dense)
 
 

@@ -10,6 +10,8 @@ import numpy as np
 from jaxrl_fast.config.fields import Traced, config_class, is_int, is_num, knob, require
 from jaxrl_fast.registry import LOSSES
 
+OPTIMIZERS = ("adam", "radam")
+
 
 def _inf_if_none(value: float | None, sections) -> tuple:
     """`max_grad_norm` traced: `inf` for no clip."""
@@ -24,7 +26,8 @@ class DQNConfig:
     Attributes:
       gamma: discount factor in [0, 1].
       learning_rate: Adam step size (initial value when `ScheduleConfig.lr_schedule="linear"`).
-      adam_eps: Adam epsilon.
+      adam_eps: Adam epsilon (RAdam's too).
+      optimizer: "adam", or "radam" (rectified Adam, Liu et al. 2020: PQN's default).
       double_q: select the bootstrap action with the online net, evaluate with the target net.
       loss: "mse" (default, as CleanRL/PureJaxRL) or "huber" on the TD error, or a loss added
         with `jaxrl_fast.agent.losses.register` (a registered name). Huber with Adam
@@ -36,11 +39,14 @@ class DQNConfig:
       munchausen_alpha: the Munchausen term's weight (`loss="m-dqn"`; 0.9 in M-DQN).
       munchausen_tau: the entropy temperature of M-DQN's softmax policy (0.03 in M-DQN).
       munchausen_l0: the lower clip of the scaled log-policy `tau ln pi` (-1 in M-DQN).
+      td_lambda: lambda of the rollout learner's lambda-returns (`TrainConfig.learner=
+        "rollout"`, PQN; 0: one-step targets, 1: Monte Carlo returns cut at the rollout's end).
     """
 
     gamma: float = knob(0.99, sweep=Traced(()), resume=True)  # gamma_schedule's first phase
     learning_rate: float = knob(2.5e-4, sweep=True, resume=True)
     adam_eps: float = knob(1e-8, resume=True)
+    optimizer: str = "adam"
     double_q: bool = knob(True, resume=True)
     loss: str = knob("mse", resume=True)
     huber_delta: float = knob(1.0, sweep=True, resume=True)
@@ -50,6 +56,7 @@ class DQNConfig:
     munchausen_alpha: float = knob(0.9, sweep=True, resume=True)
     munchausen_tau: float = knob(0.03, sweep=True, resume=True)
     munchausen_l0: float = knob(-1.0, sweep=True, resume=True)
+    td_lambda: float = knob(0.65, sweep=True, resume=True)
 
     def __post_init__(self) -> None:
         require(self, "gamma", is_num(self.gamma) and 0.0 <= self.gamma <= 1.0, "a float in [0, 1]")
@@ -60,6 +67,7 @@ class DQNConfig:
             "a float > 0",
         )
         require(self, "adam_eps", is_num(self.adam_eps) and self.adam_eps > 0, "a float > 0")
+        require(self, "optimizer", self.optimizer in OPTIMIZERS, f"one of {OPTIMIZERS}")
         require(self, "double_q", isinstance(self.double_q, bool), "True or False")
         require(self, "loss", self.loss in LOSSES, LOSSES.allowed())
         require(
@@ -84,3 +92,5 @@ class DQNConfig:
         require(self, "munchausen_tau", is_num(tau) and tau > 0, "a float > 0")
         l0 = self.munchausen_l0
         require(self, "munchausen_l0", is_num(l0) and l0 < 0, "a float < 0")
+        lam = self.td_lambda
+        require(self, "td_lambda", is_num(lam) and 0 <= lam <= 1, "a float in [0, 1]")

@@ -59,6 +59,9 @@ class NetworkConfig:
       lstm: 0 (a feed-forward Q-network), or the width of an LSTM between the torso and the
         head: a recurrent Q-network whose state is carried through acting and reset at episode
         starts, trained on stored sequences (`ReplayConfig.sequence_length`, `burn_in`).
+      layer_norm: a LayerNorm between every hidden layer (convolutions and dense layers of the
+        torso) and its ReLU, as PQN's networks (Gallici et al. 2024): what keeps its Q-learning
+        without a target network stable.
     """
 
     kind: str = "auto"
@@ -77,6 +80,7 @@ class NetworkConfig:
     noisy_sigma0: float = 0.5
     conv_impl: str = "auto"
     lstm: int = 0
+    layer_norm: bool = False
 
     def torso(self, obs_shape: tuple[int, ...]) -> str:
         """The torso `kind` gives for observations of `obs_shape` ("auto": "cnn" for image
@@ -128,6 +132,7 @@ class NetworkConfig:
         e = self.iqn_embedding
         require(self, "iqn_embedding", is_int(e) and e >= 1, "an int >= 1")
         require(self, "dense", self.dense in DENSE_LAYERS, DENSE_LAYERS.allowed())
+        require(self, "layer_norm", isinstance(self.layer_norm, bool), "True or False")
         sigma0 = self.noisy_sigma0
         require(self, "noisy_sigma0", is_num(sigma0) and sigma0 > 0, "a float > 0")
         configurable = getattr(HEADS.find(self.head or ""), "configure", None) is not None

@@ -4,8 +4,10 @@ that span parts."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
+from jaxrl_fast.config import cross
 from jaxrl_fast.config.agent import DQNConfig
 from jaxrl_fast.config.demo import DemoConfig
 from jaxrl_fast.config.env import EnvConfig
@@ -17,6 +19,7 @@ from jaxrl_fast.config.replay import ReplayConfig
 from jaxrl_fast.config.schedule import (
     ScheduleConfig,
 )
+from jaxrl_fast.registry import LEARNERS
 
 _SEED_LOOPS = ("auto", "vmap", "map")
 PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
@@ -36,7 +39,18 @@ class TrainConfig:
       total_env_steps: env steps per seed, prefill included.
       learning_starts: env steps collected before the first update.
       train_frequency: env steps per block (one block = collect, then update).
-      updates_per_block: gradient steps after each block.
+      updates_per_block: gradient steps after each block (the rollout learner: epochs x
+        `num_minibatches`).
+      learner: how a block's steps become updates (`jaxrl_fast.loop.learners`): "replay"
+        (every step into the replay buffer, `updates_per_block` sampled batches a block) or
+        "rollout" (PQN, Gallici et al. 2024: no replay and no target network; a block is a
+        rollout of `train_frequency // num_envs` steps of every env, its lambda-returns
+        (`DQNConfig.td_lambda`) from the online network, then `updates_per_block //
+        num_minibatches` epochs over it, each in `num_minibatches` minibatches; it needs
+        `DQNConfig.loss="regression"` and `learning_starts=0`), or one added with
+        `jaxrl_fast.loop.learners.register`.
+      num_minibatches: the rollout learner's minibatches per epoch (a divisor of the rollout's
+        `train_frequency` rows and of `updates_per_block`).
       num_seeds: independent runs vmapped in one program.
       seed: base seed; seed i of the run uses `split(key(seed), num_seeds)[i]`.
       num_chunks: host calls the training is split into (progress, NaN checks); None picks a
@@ -78,6 +92,8 @@ class TrainConfig:
     learning_starts: int = 10_000
     train_frequency: int = 10
     updates_per_block: int = 1
+    learner: str = "replay"
+    num_minibatches: int = 1
     num_seeds: int = knob(1, alias="--seeds")
     seed: int = 0
     num_chunks: int | None = None
@@ -144,14 +160,16 @@ class TrainConfig:
             f"config.with_num_envs({e}) moves every field that depends on it to its nearest "
             "valid value",
         )
+        require(self, "learner", self.learner in LEARNERS, LEARNERS.allowed())
+        least = 0 if self.rollout else 2 * e  # the replay needs a row and its successor
         require(
             self,
             "learning_starts",
             is_int(self.learning_starts)
-            and self.learning_starts >= 2 * e
+            and self.learning_starts >= least
             and self.learning_starts % e == 0,
-            f"a multiple of env.num_envs={e} that is >= {2 * e}; nearest valid: "
-            f"{_nearest_multiple(self.learning_starts, e, 2 * e)}",
+            f"a multiple of env.num_envs={e} that is >= {least}; nearest valid: "
+            f"{_nearest_multiple(self.learning_starts, e, least)}",
         )
         require(
             self,
@@ -163,13 +181,14 @@ class TrainConfig:
             f"learning_starts) a multiple of train_frequency={self.train_frequency}; "
             f"nearest valid: {self._nearest_total()}",
         )
-        if isinstance(self.replay.capacity, int) and self.replay.capacity % e:
+        replay_rows = isinstance(self.replay.capacity, int) and not self.rollout
+        if replay_rows and self.replay.capacity % e:
             raise ValueError(
                 f"ReplayConfig.capacity={self.replay.capacity} is not allowed; expected a "
                 f"multiple of env.num_envs={e}; nearest valid: "
                 f"{max(self.replay.capacity // e, 2) * e}."
             )
-        if isinstance(self.replay.capacity, int) and self.replay.capacity < 2 * e:
+        if replay_rows and self.replay.capacity < 2 * e:
             raise ValueError(
                 f"ReplayConfig.capacity={self.replay.capacity} is not allowed; expected at least "
                 f"2 x env.num_envs={2 * e} (one row per env and its successor)."
@@ -180,9 +199,9 @@ class TrainConfig:
                 f"multiple of TrainConfig.train_frequency={self.train_frequency} (target updates "
                 f"happen on block boundaries)."
             )
-        self._check_parallel()
-        self._check_recurrent()
-        self._check_demos()
+        for check in (cross.check_parallel, cross.check_rollout, cross.check_recurrent,
+                      cross.check_demos):  # fmt: skip
+            check(self)
         if self.num_seeds % self.env.num_variants:
             raise ValueError(
                 f"TrainConfig.num_seeds={self.num_seeds} is not allowed with "
@@ -204,74 +223,10 @@ class TrainConfig:
                 f"{_divisor_near(self.num_blocks, 20)}",
             )
 
-    def _check_parallel(self) -> None:
-        """Data replicas need per-device state: no pool env, no host tier; `every:K` syncs on
-        update boundaries."""
-        data = self.parallel.data
-        if data == 1:
-            return
-        if self.env.is_envpool:
-            raise ValueError(
-                f"ParallelConfig.data={data} is not allowed with an envpool env "
-                f"({self.env.name!r}): its pool is one host object that keeps every seed on one "
-                "device. Use data=1 (seeds still spread over devices), or a gymnax env."
-            )
-        if self.replay.l3 != "off":
-            raise ValueError(
-                f"ParallelConfig.data={data} is not allowed with ReplayConfig.l3="
-                f"{self.replay.l3!r}: the host tier's callbacks keep the seeds on one device. "
-                "Use l3='off'."
-            )
-
-    def _check_recurrent(self) -> None:
-        """A recurrent network and sequence replay go together; the ring holds a sequence."""
-        lstm, length = self.network.lstm, self.replay.sequence_length
-        if bool(lstm) != bool(length):
-            raise ValueError(
-                f"NetworkConfig.lstm={lstm} with ReplayConfig.sequence_length={length} is not "
-                "allowed: a recurrent network (lstm > 0) trains on stored sequences "
-                "(sequence_length > 0, e.g. 8) and sequences need one; set both or neither."
-            )
-        window = self.replay.burn_in + length + self.replay.n_step
-        cap = self.replay.capacity
-        if length and not isinstance(cap, int):
-            raise ValueError(
-                f"ReplayConfig.capacity={cap!r} is not allowed with sequence_length={length}: "
-                "memory shares do not count the stored recurrent state yet; give a number of "
-                "rows, e.g. 100000."
-            )
-        if length and isinstance(cap, int) and cap < window * self.env.num_envs:
-            raise ValueError(
-                f"ReplayConfig.capacity={cap} is not allowed with sequences of burn_in + "
-                f"sequence_length + n_step = {window} steps; expected at least "
-                f"{window * self.env.num_envs} ({window} steps of env.num_envs="
-                f"{self.env.num_envs})."
-            )
-
-    def _check_demos(self) -> None:
-        """Demonstrations mix into transition batches from L2 only."""
-        demo = self.demo
-        if not demo.active:
-            return
-        if self.network.lstm or self.replay.l3 != "off":
-            raise ValueError(
-                f"DemoConfig.source={demo.source!r} is not allowed with NetworkConfig.lstm="
-                f"{self.network.lstm}, ReplayConfig.l3={self.replay.l3!r}: demonstration rows "
-                "join batches of transitions drawn from the device ring; use lstm=0, l3='off'."
-            )
-        if self.schedule.gamma_schedule != "constant":
-            raise ValueError(
-                f"DemoConfig.source={demo.source!r} is not allowed with "
-                f"ScheduleConfig.gamma_schedule={self.schedule.gamma_schedule!r}: demonstration "
-                "rows are staged once, with DQNConfig.gamma; use gamma_schedule='constant'."
-            )
-        rows = self.demo_rows_per_batch
-        if not 0 < rows < self.replay.batch_size:
-            raise ValueError(
-                f"DemoConfig.share={demo.share} of ReplayConfig.batch_size="
-                f"{self.replay.batch_size} gives {rows} demonstration rows per batch; expected "
-                f"between 1 and {self.replay.batch_size - 1}."
-            )
+    @property
+    def rollout(self) -> bool:
+        """The rollout learner (PQN) trains this run."""
+        return self.learner == "rollout"
 
     @property
     def demo_rows_per_batch(self) -> int:
@@ -345,7 +300,8 @@ class TrainConfig:
         """A copy with `env.num_envs=num_envs` and each field that must be a multiple of it
         moved to its nearest valid value: `train_frequency`, `learning_starts`,
         `total_env_steps` (whole blocks after the prefill), `replay.capacity` and
-        `dqn.target_period` (whole blocks).
+        `dqn.target_period` (whole blocks). A rollout learner's rollout keeps its steps per env
+        (and `num_minibatches` becomes its greatest common divisor with the new rollout's rows).
 
         Examples:
           >>> cfg = TrainConfig().with_num_envs(7)
@@ -355,8 +311,14 @@ class TrainConfig:
         e = num_envs
         tf = _nearest_multiple(self.train_frequency, e, e)
         starts = _nearest_multiple(self.learning_starts, e, 2 * e)
+        changes: dict[str, Any] = {}
+        if self.rollout:  # the rollout keeps its steps per env; minibatches stay divisors
+            tf, starts = e * (self.train_frequency // self.env.num_envs), 0
+            m = math.gcd(self.num_minibatches, tf)
+            epochs = self.updates_per_block // self.num_minibatches
+            changes.update(num_minibatches=m, updates_per_block=epochs * m)
         total = starts + max(1, round((self.total_env_steps - starts) / tf)) * tf
-        changes: dict[str, Any] = dict(train_frequency=tf, learning_starts=starts)
+        changes.update(train_frequency=tf, learning_starts=starts)
         changes["total_env_steps"] = total
         changes["dqn"] = {"target_period": _nearest_multiple(self.dqn.target_period, tf, tf)}
         if isinstance(self.replay.capacity, int):

@@ -18,6 +18,9 @@ With n-step returns the sum of `gamma^k F_k` telescopes to `gamma^n phi(s_n) - p
 gamma schedule at that step, `jaxrl_fast.hparams`), else `DQNConfig.gamma`. Names:
 "potential:<name>" with <name> one of `POTENTIALS`.
 
+Also built in, "scale:<factor>" (e.g. "scale:0.1", PQN's CartPole reward scale): each reward
+times the factor, which changes the returns' scale and not the optimal policy.
+
 Your own: `register("name", fn)` before building the run, then `EnvConfig(reward_shaping="name")`
 (the config keeps the name, so it stays JSON and resumable).
 """
@@ -32,6 +35,7 @@ from jaxrl_fast.types import Array
 
 ShapingFn = Callable[[Array, Array, Array, Array, dict], Array]
 PREFIX = "potential:"
+SCALE = "scale:"
 
 
 def _cartpole_upright(obs: Array) -> Array:
@@ -87,10 +91,10 @@ def register(name: str, fn: ShapingFn) -> None:
     Raises:
       ValueError: `name` is empty, starts with "potential:", or is taken by another function.
     """
-    if not isinstance(name, str) or not name or name.startswith(PREFIX):
+    if not isinstance(name, str) or not name or name.startswith((PREFIX, SCALE)):
         raise ValueError(
             f"reward shaping name {name!r}: expected a non-empty name not starting with "
-            f"{PREFIX!r} (those are the built-in potentials)."
+            f"{PREFIX!r} or {SCALE!r} (those are the built-in shapings)."
         )
     if _REGISTERED.get(name, fn) is not fn:
         raise ValueError(f"reward shaping {name!r} is already registered to another function.")
@@ -99,7 +103,7 @@ def register(name: str, fn: ShapingFn) -> None:
 
 def names() -> list[str]:
     """Every name `EnvConfig.reward_shaping` takes in this process."""
-    return [PREFIX + p for p in POTENTIALS] + sorted(_REGISTERED)
+    return [PREFIX + p for p in POTENTIALS] + [SCALE + "<factor>"] + sorted(_REGISTERED)
 
 
 def make_shaping(name: str | None, gamma: float) -> ShapingFn | None:
@@ -119,9 +123,30 @@ def make_shaping(name: str | None, gamma: float) -> ShapingFn | None:
         return None
     if name.startswith(PREFIX) and name[len(PREFIX) :] in POTENTIALS:
         return potential_based(POTENTIALS[name[len(PREFIX) :]], gamma)
+    if name.startswith(SCALE):
+        return _scaled(name)
     if name in _REGISTERED:
         return _REGISTERED[name]
     raise ValueError(
         f"EnvConfig.reward_shaping={name!r} is not a known shaping; expected one of "
         f"{', '.join(names())}, or a name given to jaxrl_fast.envs.shaping.register first."
     )
+
+
+def _scaled(name: str) -> ShapingFn:
+    """ "scale:<factor>": each reward times a finite factor."""
+    try:
+        factor = float(name[len(SCALE) :])
+    except ValueError:
+        factor = float("nan")
+    if not jnp.isfinite(factor):
+        raise ValueError(
+            f"EnvConfig.reward_shaping={name!r}: expected 'scale:' and a finite number, e.g. "
+            "'scale:0.1'."
+        )
+
+    def scale(obs, action, reward, next_obs, info):
+        del obs, action, next_obs, info
+        return (reward * factor).astype(reward.dtype)
+
+    return scale

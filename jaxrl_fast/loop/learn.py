@@ -1,4 +1,6 @@
-"""The learning half of a training block: `updates_per_block` x (sample -> update -> priorities)."""
+"""The replay learner (`TrainConfig.learner="replay"`, `loop.learners`): every env step goes into
+the replay buffer of `ReplayConfig`; the learning half of a training block is
+`updates_per_block` x (sample -> update -> priorities)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,15 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from jaxrl_fast.agent.dqn import UpdateMetrics
+from jaxrl_fast.agent import losses
+from jaxrl_fast.agent.dqn import Agent, UpdateMetrics
 from jaxrl_fast.loop.extension import Hooks
+from jaxrl_fast.loop.learners import Learner
 from jaxrl_fast.loop.parts import LoopParts
-from jaxrl_fast.loop.state import SeedState, sum_steps
+from jaxrl_fast.loop.state import SeedState, example_transition, sum_steps
+from jaxrl_fast.registry import LEARNERS
+from jaxrl_fast.replay import Buffer, make_buffer
+from jaxrl_fast.resolve import ResolvedRun
 from jaxrl_fast.seeds import seed_vmap
 from jaxrl_fast.types import Array
 
@@ -47,3 +54,30 @@ def make_learn(parts: LoopParts, hooks: Hooks) -> Callable:
         return seeds, sum_steps(metrics)
 
     return learn
+
+
+def replay_store(run: ResolvedRun, agent: Agent) -> Buffer:
+    """One seed's replay buffer, as `run.config.replay` describes it."""
+    config, spec = run.config, run.env.spec
+    if not losses.get(config.dqn.loss).bootstrap:
+        raise ValueError(
+            f"DQNConfig.loss={config.dqn.loss!r} reads a return the learner computes, which the "
+            "replay learner does not: use it with TrainConfig.learner='rollout', or a TD loss."
+        )
+    return make_buffer(
+        config.replay,
+        example_transition(spec, agent.stored_carry(agent.initial_carry(spec.num_envs))),
+        gamma=config.dqn.gamma,
+        num_seeds=config.num_seeds,
+        sync_every=config.collect_steps_per_block,
+        updates_per_sync=config.updates_per_block,
+        total_updates=config.total_updates,
+        seed=config.seed,
+        frame_stack=spec.frame_stack,
+        demos=run.demos,  # read when the run was resolved; None without demonstrations
+        demo_rows_per_batch=config.demo_rows_per_batch,
+    )
+
+
+REPLAY = Learner("replay", replay_store, make_learn)
+LEARNERS.register("replay", REPLAY, builtin=True)

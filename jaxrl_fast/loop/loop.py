@@ -7,10 +7,13 @@ extension:
     run_chunk = the prefill when the counter says it is pending (the first chunk), then
                 loop(iteration, blocks_per_chunk)
     prefill   = loop(collect_step, prefill_steps)
-    iteration = loop(collect_step, collect_steps_per_block); updates_per_block x learn_step
-                (`loop.learn`); the target update when the block index says so
+    iteration = loop(collect_step, collect_steps_per_block); the learner's learning half
+                (`loop.learners`, by `TrainConfig.learner`: the replay learner's
+                updates_per_block x (sample -> update), or the rollout learner's lambda-returns
+                and epochs of minibatches); the target update when the block index says so
     collect_step: epsilon(t); act (per seed, through the agent's one policy); step the envs of
-                all seeds (`SeededEnv`); the reward the agent learns from; replay add
+                all seeds (`SeededEnv`); the reward the agent learns from; add to the
+                learner's store (the replay buffer, or the rollout's)
 
 Every loop has a trip count fixed at compile time, and the only `cond` of the loop itself is the
 prefill's, once per chunk: XLA:GPU checks a loop of unknown length, and a `cond`'s predicate, on
@@ -47,8 +50,9 @@ from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.evaluate import make_evaluate
 from jaxrl_fast.hparams import HParams, Kinds, hparams_of, kinds_of
 from jaxrl_fast.loop import extensions as builtin
+from jaxrl_fast.loop import learn as _replay  # noqa: F401  (registers the learner "replay")
+from jaxrl_fast.loop import rollout as _rollout  # noqa: F401  (registers the learner "rollout")
 from jaxrl_fast.loop.extension import Hooks, fold
-from jaxrl_fast.loop.learn import make_learn
 from jaxrl_fast.loop.parts import LoopParts, make_parts
 from jaxrl_fast.loop.state import (
     ChunkMetrics,
@@ -60,6 +64,7 @@ from jaxrl_fast.loop.state import (
     zero_update_metrics,
 )
 from jaxrl_fast.parallel.exchange import Exchange
+from jaxrl_fast.registry import LEARNERS
 from jaxrl_fast.replay import Buffer
 from jaxrl_fast.resolve import ResolvedRun, resolve
 from jaxrl_fast.seeds import seed_vmap
@@ -188,7 +193,7 @@ def _make_iteration(parts: LoopParts, hooks: Hooks) -> tuple[Callable, Callable]
     # the prefill and the blocks call the same collect step; a nested `jax.jit` around it (one
     # trace, one lowering) compiled slower on CPU, as XLA inlines both calls anyway
     collect_step = _make_collect_step(parts, hooks)
-    learn = make_learn(parts, hooks)
+    learn = LEARNERS.get(config.learner).learn(parts, hooks)
     update_target = jax.vmap(parts.agent.update_target)
     prefill_steps, cpb = config.prefill_steps, config.collect_steps_per_block
     period = config.target_period_blocks

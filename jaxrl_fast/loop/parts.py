@@ -1,8 +1,8 @@
 """The parts a fused loop is composed of, built once from a resolved run.
 
 `make_parts(run, kinds)` builds the schedules, the data replicas' exchange, the agent and one
-seed's replay buffer; the loop (`loop.make_train`) and its extensions (`loop.extensions`) read
-them and never rebuild them.
+seed's data store (the learner's: `loop.learners`; the replay buffer for "replay"); the loop
+(`loop.make_train`) and its extensions (`loop.extensions`) read them and never rebuild them.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.envs.seeded import SeededEnv
 from jaxrl_fast.hparams import Kinds, hparams_of
-from jaxrl_fast.loop.state import example_transition
 from jaxrl_fast.parallel.exchange import Exchange, make_exchange
-from jaxrl_fast.replay import Buffer, make_buffer
+from jaxrl_fast.registry import LEARNERS
+from jaxrl_fast.replay import Buffer
 from jaxrl_fast.resolve import ResolvedRun
 from jaxrl_fast.schedules import Schedules, make_schedules
 
@@ -31,7 +31,8 @@ class LoopParts(NamedTuple):
       schedules: epsilon, gamma and learning-rate schedules of the seeds' `HParams`.
       exchange: how data replicas share learning (inactive with one replica).
       agent: the agent's functions.
-      buffer: one seed's replay buffer.
+      buffer: one seed's data store (the learner's `store`: a replay buffer, or the rollout
+        learner's store of the block's steps).
       kinds: the schedule kinds and clipping compiled into the program.
     """
 
@@ -75,17 +76,5 @@ def make_parts(run: ResolvedRun, kinds: Kinds) -> LoopParts:
         if config.demo.active
         else None,
     )
-    buffer = make_buffer(
-        config.replay,
-        example_transition(spec, agent.stored_carry(agent.initial_carry(spec.num_envs))),
-        gamma=config.dqn.gamma,
-        num_seeds=config.num_seeds,
-        sync_every=config.collect_steps_per_block,
-        updates_per_sync=config.updates_per_block,
-        total_updates=config.total_updates,
-        seed=config.seed,
-        frame_stack=spec.frame_stack,
-        demos=run.demos,  # read when the run was resolved; None without demonstrations
-        demo_rows_per_batch=config.demo_rows_per_batch,
-    )
+    buffer = LEARNERS.get(config.learner).store(run, agent)
     return LoopParts(run, config, run.env, schedules, exchange, agent, buffer, kinds)

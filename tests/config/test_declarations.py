@@ -22,6 +22,7 @@ OTHER = {
     "dqn.munchausen_alpha": 0.5,
     "dqn.munchausen_tau": 0.1,
     "dqn.munchausen_l0": -0.5,
+    "dqn.td_lambda": 0.3,
     "schedule.lr_schedule": "linear",
     "schedule.lr_end_fraction": 0.5,
     "schedule.lr_period_fraction": 0.2,
@@ -44,9 +45,9 @@ OTHER = {
 
 
 def test_the_derived_lists_are_the_declared_fields():
-    assert SWEEPABLE == declared(TrainConfig, "sweep") and len(SWEEPABLE) == 26
+    assert SWEEPABLE == declared(TrainConfig, "sweep") and len(SWEEPABLE) == 27
     assert RESUME_OVERRIDABLE == declared(TrainConfig, "resume")
-    assert len(RESUME_OVERRIDABLE) == 26
+    assert len(RESUME_OVERRIDABLE) == 27
     assert set(OTHER) == set(SWEEPABLE)  # a new sweepable field needs a value here
     with pytest.raises(ValueError, match="flag 'traced'"):
         declared(TrainConfig, "traced")

@@ -191,6 +191,11 @@ SCRIPT = textwrap.dedent(
         "iqn_noisy": cfg.replace(parallel={"data": 2}, dqn={"loss": "iqn"},
                                  network={"head": "iqn", "dense": "noisy",
                                           "iqn_samples": (8, 8, 8), "iqn_embedding": 16}),
+        # the rollout learner (PQN): each replica learns from its own rollouts
+        "pqn": cfg.replace(parallel={"data": 2}, learner="rollout", learning_starts=0,
+                           train_frequency=16, updates_per_block=4, num_minibatches=2,
+                           total_env_steps=800,
+                           dqn={"loss": "regression", "double_q": False, "target_period": 16}),
     }
     for name, c in runs.items():
         r = train(c, progress=False)
@@ -245,7 +250,7 @@ def test_exchange_bytes_on_the_wire(two_devices):
 def test_data_replicas_runs(two_devices):
     one = two_devices["one"]
     assert one["lanes"] == 2
-    for name in ("every_step", "onebit", "sync_end", "sync_before_end", "iqn_noisy"):
+    for name in ("every_step", "onebit", "sync_end", "sync_before_end", "iqn_noisy", "pqn"):
         rec = two_devices[name]
         assert rec["devices"] == 2 and rec["lanes"] == 4 and rec["finite"], name
         assert rec["seeds_differ"], name
@@ -254,6 +259,7 @@ def test_data_replicas_runs(two_devices):
     assert two_devices["every_step"]["replicas_equal"]
     assert two_devices["onebit"]["replicas_equal"]
     assert two_devices["iqn_noisy"]["replicas_equal"]  # the replicas draw the same levels/noise
+    assert two_devices["pqn"]["replicas_equal"]  # own rollouts, the mean gradient
     # local SGD: equal right after a sync, apart after a local update
     assert two_devices["sync_end"]["replicas_equal"]
     assert not two_devices["sync_before_end"]["replicas_equal"]
