@@ -43,6 +43,9 @@
   `c51-atari-pong`, `qr-dqn-atari-pong`, `iqn-atari-pong`, `m-dqn-atari-pong`,
   `rainbow-atari-pong`, `full-rainbow-atari-pong` (Dopamine's settings on `atari-pong`);
   `benchmarks/dqn_family.py` measures them.
+* PQN (`jaxrl_fast.pqn`, the rollout learner): `pqn-cartpole`, `pqn-minatar-<game>` (asterix,
+  breakout, freeway, space-invaders), `pqn-atari-pong`, with purejaxql's published settings;
+  `benchmarks/time_to_score.py` and `benchmarks/pqn_atari.py` measure them.
 
 Each gymnax preset was checked to learn with 2 seeds (both seeds' final greedy return well above
 a random policy's); its function's comment gives the measured returns and wall time.

@@ -49,6 +49,8 @@ def tiny(config):
     e, r = config.env.num_envs, config.replay
     window = max(2, r.burn_in + r.sequence_length + r.n_step)
     prefill, capacity = e * window, e * max(64, 2 * window)
+    if config.rollout:  # the rollout learner has no prefill
+        prefill = 0
     replay = {"capacity": capacity}
     if r.l3 != "off":
         replay["l3_capacity"] = 4 * capacity

@@ -48,11 +48,13 @@ def check_rollout(cfg: Any) -> None:
             "minibatches)."
         )
     replay = cfg.replay
-    if replay.sequence_length or cfg.demo.active or replay.prioritised or replay.l3 != "off":
+    replayed = replay.sequence_length or replay.prioritised or replay.l3 != "off"
+    if replayed or replay.n_step != 1 or cfg.demo.active:
         raise ValueError(
             "TrainConfig.learner='rollout' learns from its rollouts, not from a replay "
             "buffer: ReplayConfig.sequence_length must be 0, ReplayConfig.prioritised "
-            "False, ReplayConfig.l3 'off' and DemoConfig.source empty."
+            "False, ReplayConfig.l3 'off', ReplayConfig.n_step 1 (its lambda-returns are its "
+            "multi-step targets: DQNConfig.td_lambda) and DemoConfig.source empty."
         )
 
 

@@ -48,6 +48,7 @@ def tiny_pqn(**changes):
         ({"learning_starts": 16}, r"learning_starts=16 is not allowed with learner='rollout'"),
         ({"num_minibatches": 3}, r"num_minibatches=3 is not allowed"),
         ({"replay": {"prioritised": True}}, r"not from a replay buffer"),
+        ({"replay": {"n_step": 3}}, r"n_step 1 \(its lambda-returns"),
         ({"learner": "offline"}, r"TrainConfig.learner='offline'.*'replay', 'rollout'"),
     ],
 )
