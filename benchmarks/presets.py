@@ -5,6 +5,7 @@ One command, one process, one machine:
     python benchmarks/presets.py                  # every preset, full budget (tens of minutes)
     python benchmarks/presets.py --quick          # every preset, budgets / 10 (smoke run)
     python benchmarks/presets.py --only acrobot   # one preset (repeatable flag)
+    python benchmarks/presets.py --only pqn-cartpole --merge   # keep the other presets' rows
 
 Writes `benchmarks/results/presets/presets[-quick].json` and `.md`: the machine, then per preset the env,
 env steps per seed, each seed's final greedy return (mean of `eval_episodes` episodes), the
@@ -14,6 +15,8 @@ compile included.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 
 import common  # noqa: E402
@@ -65,7 +68,7 @@ def random_return(
 def quick_config(cfg):
     """Shrink a preset's budget about 10x, keeping the loop's divisibility rules."""
     e = cfg.env.num_envs
-    learning_starts = max(2 * e, (cfg.learning_starts // 10) // e * e)
+    learning_starts = 0 if cfg.rollout else max(2 * e, (cfg.learning_starts // 10) // e * e)
     blocks = max(1, (cfg.total_env_steps - cfg.learning_starts) // cfg.train_frequency // 10)
     return cfg.replace(
         learning_starts=learning_starts,
@@ -133,12 +136,20 @@ def main() -> None:
     parser.add_argument(
         "--only", action="append", metavar="NAME", help="run only this preset (repeatable)"
     )
+    parser.add_argument(
+        "--merge", action="store_true", help="keep the other presets' rows of the results file"
+    )
     args = parser.parse_args()
     # The Atari presets need the `atari` extra and hours here: benchmarks/atari.py measures them.
     names = args.only or [n for n in presets.names() if not presets.get(n).env.is_envpool]
     for n in names:
         presets.get(n)  # fail fast on unknown names
     rows = [run_preset(n, args.quick) for n in names]
+    path = common.stem(args, "presets") + ".json"
+    if args.merge and os.path.exists(path):  # the earlier rows of presets not run now, first
+        with open(path) as f:
+            kept = [r for r in json.load(f)["presets"] if r["preset"] not in names]
+        rows = kept + rows
     info = {"machine": machine(), "quick": args.quick, "num_seeds": NUM_SEEDS, "presets": rows}
     write_results(common.stem(args, "presets"), info, lambda r: render(r, args.quick))
 
