@@ -221,3 +221,10 @@ def test_the_baseline_refuses_a_gamma_schedule():
     cfg = tiny_config(schedule={"gamma_schedule": "0.9:0.5,0.8"})
     with pytest.raises(ValueError, match=r"gamma_schedule='0\.9:0\.5,0\.8'; use 'constant'"):
         train_unfused(cfg)
+
+
+def test_the_baseline_refuses_the_rollout_learner():
+    from jaxrl_fast import presets
+
+    with pytest.raises(ValueError, match=r"learner='rollout' is not supported by the conventional"):
+        train_unfused(presets.get("pqn-cartpole"))

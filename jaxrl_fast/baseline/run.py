@@ -243,6 +243,12 @@ def _check_supported(config: TrainConfig) -> None:
             "train_unfused: EnvConfig.variants / curriculum are not supported by the "
             "conventional baseline (one seed, the env's own parameters); unset them."
         )
+    if config.learner != "replay":
+        raise ValueError(
+            f"train_unfused: TrainConfig.learner={config.learner!r} is not supported by the "
+            "conventional baseline, a replay DQN loop; use learner='replay' or the fused loop "
+            "(train)."
+        )
     if config.demo.active:
         raise ValueError(
             f"train_unfused: DemoConfig.source={config.demo.source!r} (demonstrations) is not "

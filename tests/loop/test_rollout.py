@@ -198,3 +198,23 @@ def test_radam_is_optax_radam():
     u, _ = tx.update(g, tx.init(p), p)
     v, _ = ref.update(g, ref.init(p), p)
     np.testing.assert_array_equal(u["w"], v["w"])
+
+
+def test_a_sweep_over_lambda_is_one_program():
+    cfg = tiny_pqn(num_chunks=1, total_env_steps=160)
+    swept = train(cfg, sweep={"dqn.td_lambda": [0.0, 0.9]}, seeds_per_point=1, progress=False)
+    params = jax.tree.leaves(swept.result.runner.seeds.agent.params)
+    assert all(p.shape[0] == 2 for p in params)
+    assert any(not np.allclose(p[0], p[1]) for p in params)  # the lambdas trained apart
+    np.testing.assert_allclose(swept.result.runner.seeds.agent.hparams.td_lambda, [0.0, 0.9])
+
+
+@pytest.mark.slow
+def test_pqn_trains_in_bf16_with_noisy_layers_and_a_dueling_head():
+    """The rollout learner is the agent's update: the precision policy, a dense kind that
+    draws noise and the dueling head come with it."""
+    cfg = tiny_pqn(num_chunks=1, total_env_steps=320, precision={"compute": "bf16"},
+                   network={"layer_norm": True, "dense": "noisy", "dueling": True})  # fmt: skip
+    result = train(cfg, progress=False)
+    assert np.isfinite(np.asarray(result.history[-1]["loss"])).all()
+    assert "bf16" in result.precision
