@@ -147,6 +147,12 @@ def _plan(args: argparse.Namespace) -> int:
         except ValueError as err:
             raise ValueError(f"--device-memory: {err}") from None
     config = build_config(args)
+    if config.learner != "replay":
+        raise ValueError(
+            f"plan sizes the replay learner's buffer; TrainConfig.learner={config.learner!r} "
+            f"keeps no replay (the rollout learner stores one rollout: train_frequency="
+            f"{config.train_frequency} rows a seed)."
+        )
     result = sizing.plan(config, device_memory=memory)
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.render())
     return 0

@@ -147,6 +147,12 @@ def test_cli_plan_json_parses(capsys):
     assert plan["fits"] is True and plan["device_bytes"] == 16_630 * 30 + 810
 
 
+def test_cli_plan_refuses_the_rollout_learner(capsys):
+    assert main(["plan", "--preset", "pqn-cartpole"]) == 2
+    err = capsys.readouterr().err
+    assert "learner='rollout' keeps no replay" in err and "train_frequency=2048 rows" in err
+
+
 def test_cli_plan_replay_options(capsys, tmp_path):
     args = ["plan", "--capacity", "8000", "--seeds", "2", "--prioritised", "--n-step", "3"]
     args += ["--sampler", "cumsum"]
