@@ -41,11 +41,8 @@
   `m-dqn-minatar`, `hl-gauss-minatar`, `noisy-minatar` (an algorithm's parts on
   `minatar-breakout`), `rainbow-minatar` ("Revisiting Rainbow"'s MinAtar settings), and
   `c51-atari-pong`, `qr-dqn-atari-pong`, `iqn-atari-pong`, `m-dqn-atari-pong`,
-  `rainbow-atari-pong`, `full-rainbow-atari-pong` (Dopamine's settings on `atari-pong`);
-  `benchmarks/dqn_family.py` measures them.
-* PQN (`jaxrl_fast.pqn`, the rollout learner): `pqn-cartpole`, `pqn-minatar-<game>` (asterix,
-  breakout, freeway, space-invaders), `pqn-atari-pong`, with purejaxql's published settings;
-  `benchmarks/time_to_score.py` and `benchmarks/pqn_atari.py` measure them.
+  `rainbow-atari-pong`, `full-rainbow-atari-pong` (Dopamine's settings on `atari-pong`).
+* PQN (`jaxrl_fast.pqn`): `pqn-cartpole`, `pqn-minatar-<game>`, `pqn-atari-pong` (purejaxql's).
 
 Each gymnax preset was checked to learn with 2 seeds (both seeds' final greedy return well above
 a random policy's); its function's comment gives the measured returns and wall time.
@@ -375,10 +372,8 @@ def _base(name: str) -> TrainConfig:
     return _PRESETS[name]()
 
 
-# The DQN family's presets (`jaxrl_fast.dqn_family`): an algorithm's parts on a base preset.
-_PRESETS.update(dqn_family.presets(_base))
-# PQN's presets (`jaxrl_fast.pqn`): the rollout learner with purejaxql's settings.
-_PRESETS.update(pqn.presets(_base))
+# The DQN family's (`jaxrl_fast.dqn_family`) and PQN's (`jaxrl_fast.pqn`) presets, on base presets.
+_PRESETS.update(dqn_family.presets(_base), **pqn.presets(_base))
 
 DEFAULT = "cartpole"
 

@@ -124,7 +124,8 @@ def make_rollout_learn(parts: LoopParts, hooks: Hooks) -> Callable:
 
         def one(agent_state, j_idx):
             j, idx = j_idx
-            batch = pick(rows, idx)
+            batch = pick(rows, idx)  # the loss reads no next observation: none is gathered
+            batch = batch._replace(next_obs=batch.obs)
             agent_state, _, metrics = update(agent_state, batch, fp32, first + j)
             return hooks.after_update(agent_state, first + j + 1), metrics
 
@@ -157,7 +158,7 @@ def rollout_targets(agent: Agent, schedules) -> Callable:
             action=steps.action.reshape(n),
             reward=g.reshape(n),
             discount=jnp.zeros((n,), jnp.float32),
-            next_obs=steps.obs.reshape(n, *steps.obs.shape[2:]),  # not read ("regression")
+            next_obs=None,  # not read ("regression"); `learn` fills in `obs` per minibatch
             weight=jnp.where(steps.reset, 0.0, 1.0).reshape(n).astype(jnp.float32),
             index=jnp.full((n,), -1, jnp.int32),
         )
