@@ -3,14 +3,22 @@
     pip install -e ".[bench]"                                 # rejax, from the package registry
     python benchmarks/time_to_score.py                        # CartPole, 3 rounds: ~25 min
     python benchmarks/time_to_score.py --tasks cartpole --rounds 3 --no-rejax
+    python benchmarks/time_to_score.py --tasks breakout space-invaders --merge \
+        --rejax-dqn-rounds 1                   # ~50 min: rejax's DQN alone is ~17 min a run
 
 Writes `benchmarks/results/time_to_score/time_to_score.{json,md}` (`--out`). Per task, each row is
 one program training `--seeds` seeds (4) at once, run once per round; the rows take turns within
 each round, so the machine's drift falls on every row alike.
 
+Tasks and scores: CartPole-v1 to a greedy return of 475; Breakout-MinAtar to 5 and
+SpaceInvaders-MinAtar to 20, scores that this library's DQN presets reach within their budgets
+(benchmarks/results/presets: 8.7 and 5.2 on Breakout at 154k steps, 23 and 23 on SpaceInvaders).
+
 Rows:
 - `jaxrl_fast dqn`, `jaxrl_fast pqn`: this library's presets for the task (CartPole: `cartpole`,
-  `pqn-cartpole`), as shipped, evaluated greedily every ~1/32 of the run (8 episodes a seed);
+  `pqn-cartpole`; MinAtar: `minatar-<game>`, `pqn-minatar-<game>`), as shipped, evaluated greedily
+  every ~1/32 of the run (8 episodes a seed). On MinAtar a run stops at the first evaluation
+  that reaches the score (the PQN presets' 2M steps would otherwise cost minutes past it);
 - `jaxrl_fast pqn, rejax's settings`: this library's rollout learner with rejax's published PQN
   settings (`SAME_AS_REJAX_PQN`: its envs, rollout, epochs, minibatches, 64-64 LayerNorm
   network, Adam, lambda, epsilon schedule and budget): the two loops on one algorithm;
@@ -21,11 +29,15 @@ Rows:
   (the evaluation runs inside its compiled loop, so its cost counts in its time; 8 keeps it
   near ours). rejax 0.1.3 unpacks gymnax's step as 5 values (gymnax < 1.0); this library's
   gymnax 1.0 returns terminated and truncated apart, so its envs are wrapped (`OldGymnaxStep`:
-  done = terminated or truncated, what rejax saw from gymnax < 1.0).
+  done = terminated or truncated, what rejax saw from gymnax < 1.0). On MinAtar rejax publishes
+  no settings, so its rows are its classes' defaults (`DQN.create(env=...)`: 131,072 steps, 1 env,
+  an evaluation every 4,096 steps; PQN: 64 envs x 64 steps, the same budget).
 
 Time to score: compile time plus the training run's time up to the first evaluation where the
-mean over seeds of the greedy return reaches the task's score (CartPole: 475), the run's time
-taken in proportion to env steps (both loops run at one speed throughout). env-steps/s counts
+mean over seeds of the greedy return reaches the task's score, the run's time taken in
+proportion to env steps where a run went to its end (both loops run at one speed throughout);
+for a stopped run, the wall time from `train(config)`'s call to the host's reading of that
+evaluation (set-up and compile included). env-steps/s counts
 every seed's steps over the whole run (evaluations included). This library spreads its seeds
 over the machine's cores (`parallel.use_cpu_cores()`: one XLA CPU device per core); rejax's
 program runs on one device, as a user would run it.
@@ -33,6 +45,7 @@ program runs on one device, as a user would run it.
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
@@ -51,7 +64,13 @@ from jaxrl_fast.train import train  # noqa: E402
 
 EVALS = 32  # evaluation points per run
 EPISODES = 8  # greedy episodes per seed and evaluation
-TASKS = {"cartpole": {"score": 475.0, "dqn": "cartpole", "pqn": "pqn-cartpole"}}
+TASKS = {
+    "cartpole": {"score": 475.0, "dqn": "cartpole", "pqn": "pqn-cartpole", "stop": False},
+    "breakout": {"score": 5.0, "dqn": "minatar-breakout", "pqn": "pqn-minatar-breakout",
+                 "stop": True},
+    "space-invaders": {"score": 20.0, "dqn": "minatar-space-invaders",
+                       "pqn": "pqn-minatar-space-invaders", "stop": True},
+}  # fmt: skip
 # rejax's PQN settings in this library's loop (`--learner rollout`): the loops, not the settings
 SAME_AS_REJAX_PQN = {
     "cartpole": dict(
@@ -80,22 +99,49 @@ REJAX = {
                     exploration_fraction=0.5, gamma=0.99, td_lambda=0.9,
                     normalize_observations=False),
     },
+    # no published MinAtar settings: the classes' defaults
+    "breakout": {"dqn": dict(env="Breakout-MinAtar"), "pqn": dict(env="Breakout-MinAtar")},
+    "space-invaders": {"dqn": dict(env="SpaceInvaders-MinAtar"),
+                       "pqn": dict(env="SpaceInvaders-MinAtar")},
 }  # fmt: skip
+
+
+class _Reached(Exception):
+    """Raised by `run_ours`'s chunk callback at the first evaluation reaching the score."""
 
 
 def _divisor_near(n: int, target: int) -> int:
     return min((d for d in range(1, n + 1) if n % d == 0), key=lambda d: abs(d - target))
 
 
-def run_ours(preset: str, seeds: int, seed: int, changes: dict | None = None) -> dict:
+def run_ours(
+    preset: str, seeds: int, seed: int, changes: dict | None = None, stop_at: float | None = None
+) -> dict:
+    """One run of `preset` (with `changes`); with `stop_at`, it stops at the first evaluation
+    whose mean over seeds reaches that score."""
     cfg = presets.get(preset).replace(**(changes or {}))
     chunks = _divisor_near(cfg.num_blocks, EVALS)
     per_chunk = (cfg.total_env_steps - cfg.learning_starts) // chunks
     cfg = cfg.replace(num_seeds=seeds, seed=seed, num_chunks=chunks, eval_every=per_chunk,
                       eval_episodes=EPISODES)  # fmt: skip
-    r = train(cfg, progress=False)
-    curve = [(h["env_steps"], float(np.mean(h["eval_return"])))
-             for h in r.history if "eval_return" in h]  # fmt: skip
+    curve, last = [], {}
+
+    def on_chunk(rec: dict) -> None:
+        last.update(rec, wall_s=time.perf_counter() - t0)
+        if "eval_return" in rec:
+            curve.append((rec["env_steps"], float(np.mean(rec["eval_return"]))))
+            if stop_at is not None and curve[-1][1] >= stop_at:
+                raise _Reached
+
+    t0 = time.perf_counter()
+    try:
+        r = train(cfg, progress=False, on_chunk=on_chunk)
+    except _Reached:  # wall time so far: set-up and compile, then the chunks up to this one
+        jax.clear_caches()
+        steps, run_s = last["env_steps"], last["elapsed_s"]
+        return {"compile_s": last["wall_s"] - run_s, "run_s": run_s, "total_steps": steps,
+                "curve": curve, "env_steps_per_s": seeds * steps / run_s,
+                "stopped_at_score": True}  # fmt: skip
     jax.clear_caches()
     run_s = r.run_time_s + r.eval_time_s
     return {"compile_s": r.compile_time_s, "run_s": run_s, "total_steps": cfg.total_env_steps,
@@ -146,7 +192,7 @@ def run_rejax(settings: dict, seeds: int, seed: int) -> dict:
     returns = np.asarray(jax.block_until_ready(returns))  # [seeds, evals + 1, episodes]
     run_s = time.perf_counter() - t
     means = returns.mean(axis=(0, 2))
-    freq, total = settings["eval_freq"], settings["total_timesteps"]
+    freq, total = algo.eval_freq, algo.total_timesteps
     curve = [(min(i * freq, total), float(m)) for i, m in enumerate(means)]  # the first: step 0
     jax.clear_caches()
     return {"compile_s": compile_s, "run_s": run_s, "total_steps": total, "curve": curve,
@@ -167,14 +213,22 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-rejax", action="store_true", help="this library's rows only")
+    parser.add_argument(
+        "--merge", action="store_true", help="keep the other tasks' rows of the results file"
+    )
+    parser.add_argument(
+        "--rejax-dqn-rounds", type=int, default=None,
+        help="run rejax's DQN in the first N rounds only (default: every round); its default "
+        "MinAtar budget takes ~17 min a run on 2 cores",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.rounds < 3 or args.seeds < 1:
         parser.error("--rounds >= 3 (rows alternate over rounds) and --seeds >= 1")
-    t0 = time.perf_counter()
-    rows = []
+    rows, wall = [], {}
     for task in args.tasks:
-        spec = TASKS[task]
-        makers = {f"jaxrl_fast {a}": (lambda s, p=spec[a]: run_ours(p, args.seeds, s))
+        spec, task_t0 = TASKS[task], time.perf_counter()
+        stop = spec["score"] if spec["stop"] else None
+        makers = {f"jaxrl_fast {a}": (lambda s, p=spec[a]: run_ours(p, args.seeds, s, None, stop))
                   for a in ("dqn", "pqn")}  # fmt: skip
         if task in SAME_AS_REJAX_PQN:
             makers["jaxrl_fast pqn, rejax's settings"] = (
@@ -187,6 +241,8 @@ def main() -> None:
         runs: dict[str, list[dict]] = {name: [] for name in makers}
         for k in range(args.rounds):
             for name, make in makers.items():
+                if name == "rejax dqn" and k >= (args.rejax_dqn_rounds or args.rounds):
+                    continue
                 run = make(k)
                 run["time_to_score_s"] = time_to(run, spec["score"])
                 runs[name].append(run)
@@ -205,8 +261,17 @@ def main() -> None:
                 "env_steps_per_s": statistics.median(r["env_steps_per_s"] for r in rs),
                 "final": statistics.median(r["curve"][-1][1] for r in rs),
             })  # fmt: skip
+        wall[task] = time.perf_counter() - task_t0
+    path = os.path.join(args.out, "time_to_score") + ".json"
+    if args.merge and os.path.exists(path):  # the earlier rows of tasks not run now, first
+        with open(path) as f:
+            old = json.load(f)
+        rows = [r for r in old["rows"] if r["task"] not in args.tasks] + rows
+        kept = {r["task"] for r in rows} - set(args.tasks)
+        wall = {**{t: old.get("task_wall_s", {}).get(t, old["wall_s"]) for t in kept}, **wall}
     result = {"machine": machine(), "seeds": args.seeds, "rounds": args.rounds,
-              "episodes": EPISODES, "rows": rows, "wall_s": time.perf_counter() - t0}  # fmt: skip
+              "episodes": EPISODES, "rows": rows, "wall_s": sum(wall.values()),
+              "task_wall_s": wall, "rejax_dqn_rounds": args.rejax_dqn_rounds}  # fmt: skip
     write_results(os.path.join(args.out, "time_to_score"), result, render)
 
 
@@ -219,9 +284,19 @@ def render(r: dict) -> str:
         f"{r['seeds']} seeds a program, {r['rounds']} rounds with the rows taking turns; greedy "
         f"evaluations of {r['episodes']} episodes a seed about 32 times a run. Time to score: "
         "compile plus the run's time up to the first evaluation whose mean over seeds reaches "
-        "the score (median over the rounds that reached it). Settings: the module docstring.",
+        "the score (median over the rounds that reached it). On MinAtar this library's runs stop "
+        "there, so their last return is the one that reached the score and their env-steps/s "
+        "covers the steps run. rejax's rows on MinAtar are its classes' defaults (it publishes "
+        "no MinAtar settings)."
+        + (
+            f" rejax's DQN ran in the first {r['rejax_dqn_rounds']} round(s) only: its default "
+            "MinAtar run (131,072 steps, one update a step) takes ~17 min."
+            if r.get("rejax_dqn_rounds")
+            else ""
+        )
+        + " Settings: the module docstring.",
         "",
-        "| task | row | to score (s) | rounds reached | final mean return | env-steps/s | "
+        "| task | row | to score (s) | rounds reached | last mean return | env-steps/s | "
         "compile s |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
