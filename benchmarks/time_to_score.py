@@ -228,7 +228,7 @@ def main() -> None:
     for task in args.tasks:
         spec, task_t0 = TASKS[task], time.perf_counter()
         stop = spec["score"] if spec["stop"] else None
-        makers = {f"jaxrl_fast {a}": (lambda s, p=spec[a]: run_ours(p, args.seeds, s, None, stop))
+        makers = {f"jaxrl_fast {a}": (lambda s, p=spec[a], st=stop: run_ours(p, args.seeds, s, None, st))
                   for a in ("dqn", "pqn")}  # fmt: skip
         if task in SAME_AS_REJAX_PQN:
             makers["jaxrl_fast pqn, rejax's settings"] = (
