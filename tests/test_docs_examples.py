@@ -17,7 +17,8 @@ A `python` block whose first line is `# file: NAME.py` is a module the guide's o
 import: it is written to the working directory of every example of its guide (and importable
 by its `jaxrl-fast` commands, as the command's current directory is), and runs too.
 
-Examples that need the `atari` extra are skipped where envpool is not installed.
+Examples that need the `atari` extra are skipped where envpool is not installed, and those that
+name a JAX suite's env ("pgx:...") where that suite's extra is not.
 """
 
 from __future__ import annotations
@@ -115,8 +116,17 @@ def _is_synopsis(argv: list[str]) -> bool:
     return any(t.startswith("[") or t.endswith("]") or t == "..." or "|" in t for t in argv)
 
 
-def _needs_envpool(words: list[str] | str) -> bool:
-    return "atari" in (" ".join(words) if isinstance(words, list) else words)
+def _missing_extra(words: list[str] | str) -> str | None:
+    """The extra an example needs that is not installed (None: it can run)."""
+    from jaxrl_fast.envs import suites
+
+    text = " ".join(words) if isinstance(words, list) else words
+    if "atari" in text and not HAS_ENVPOOL:
+        return "atari"
+    for s in suites.suites():
+        if f"{s.prefix}:" in text and not suites.installed(s):
+            return s.extra
+    return None
 
 
 PYTHON = _blocks("python")
@@ -173,8 +183,8 @@ def _run_python(block: str, tmp_path: pathlib.Path) -> subprocess.CompletedProce
 @pytest.mark.slow
 @pytest.mark.parametrize("name, index, block", PYTHON, ids=[f"{n}-{i}" for n, i, _ in PYTHON])
 def test_python_example_runs(name, index, block, tmp_path, monkeypatch, capsys):
-    if _needs_envpool(block) and not HAS_ENVPOOL:
-        pytest.skip("needs the atari extra (envpool)")
+    if _missing_extra(block):
+        pytest.skip(f"needs the {_missing_extra(block)} extra")
     _write_guide_files(name, tmp_path)
     if any(word in block for word in _FRESH):
         proc = _run_python(block, tmp_path)
@@ -236,8 +246,8 @@ def _run_cli(argv: list[str], cwd: pathlib.Path) -> tuple[int, str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("name, index, argv", RUNS, ids=[" ".join(a[1:4]) for _, _, a in RUNS])
 def test_shell_example_runs(name, index, argv, tmp_path, monkeypatch):
-    if _needs_envpool(argv) and not HAS_ENVPOOL:
-        pytest.skip("needs the atari extra (envpool)")
+    if _missing_extra(argv):
+        pytest.skip(f"needs the {_missing_extra(argv)} extra")
     _write_guide_files(name, tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # the `jaxrl-fast` command's current directory
     args = argv[1:]

@@ -188,8 +188,13 @@ def _presets(args: argparse.Namespace) -> int:
 
 
 def _envs(args: argparse.Namespace) -> int:
-    from jaxrl_fast.envs import list_envs
+    from jaxrl_fast.envs import list_envs, suites
 
+    if args.suites:
+        for s in suites.suites():
+            state = "installed" if suites.installed(s) else f"pip install 'jaxrl-fast[{s.extra}]'"
+            print(f"{s.prefix + ':':11s} {len(s.names):3d} envs  {s.about}  ({state})")
+        return 0
     print("\n".join(list_envs(continuous=args.continuous)))
     return 0
 
@@ -359,6 +364,12 @@ def make_parser(full_help: bool = False) -> argparse.ArgumentParser:
         "--continuous",
         action="store_true",
         help="list the continuous-action envs instead (train them with --env.discretise N)",
+    )
+    e.add_argument(
+        "--suites",
+        action="store_true",
+        help="list the JAX env suites (`suite:EnvName`), each with its extra and whether it is "
+        "installed",
     )
     e.set_defaults(func=_envs)
     return parser

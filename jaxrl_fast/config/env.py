@@ -149,7 +149,10 @@ class EnvConfig:
     Attributes:
       name: a gymnax discrete-action env id (e.g. "CartPole-v1", "Breakout-MinAtar"),
         optionally prefixed "gymnax:" (`jaxrl_fast.envs.list_envs()` lists them), or an Atari
-        game through envpool, e.g. "envpool:Pong-v5" (needs the `atari` extra), or one's own
+        game through envpool, e.g. "envpool:Pong-v5" (needs the `atari` extra), a JAX suite's
+        env "suite:EnvName", e.g. "pgx:minatar-breakout", "navix:Navix-Empty-5x5-v0",
+        "xminigrid:MiniGrid-Empty-8x8", "craftax:Craftax-Classic-Symbolic-v1" (each suite an
+        extra; `jaxrl-fast envs --suites`, `envs/suites.py`), or one's own
         gymnax env: a name given to `jaxrl_fast.envs.register`, an import path
         "package.module:factory", or "user:<Name>" for an instance given to
         `train(config, env=...)` (`envs/custom.py`).

@@ -1,14 +1,16 @@
-"""Environments: one functional `Env` interface over gymnax, probe and envpool envs and one's own
-gymnax envs (`register`, `envs/custom.py`), and `SeededEnv`, the envs of all seeds at once
+"""Environments: one functional `Env` interface over gymnax, probe and envpool envs, the JAX env
+suites ("suite:EnvName": `envs/suites.py`, `register_suite`), one's own gymnax envs (`register`,
+`envs/custom.py`), and `SeededEnv`, the envs of all seeds at once
 (`envs/seeded.py`)."""
 
 from __future__ import annotations
 
-from jaxrl_fast.envs.base import Env, EnvSpec, EnvState, make_batched_env
+from jaxrl_fast.envs.base import Env, EnvSpec, EnvState, Suite, make_batched_env
 from jaxrl_fast.envs.custom import register, registered_envs, unregister
 from jaxrl_fast.envs.make import list_envs, make_env
 from jaxrl_fast.envs.probe import PROBE_ENVS, make_probe_env, optimal_q
 from jaxrl_fast.envs.seeded import SeededEnv, make_seeded, make_seeded_env
+from jaxrl_fast.envs.suites import register_suite
 from jaxrl_fast.envs.wrappers import ActionGrid, make_action_grid
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "EnvState",
     "PROBE_ENVS",
     "SeededEnv",
+    "Suite",
     "list_envs",
     "make_action_grid",
     "make_batched_env",
@@ -27,6 +30,7 @@ __all__ = [
     "make_seeded_env",
     "optimal_q",
     "register",
+    "register_suite",
     "registered_envs",
     "unregister",
 ]

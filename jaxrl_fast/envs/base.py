@@ -159,3 +159,14 @@ def make_batched_env(
         return state._replace(inner=(state.inner[0], _broadcast(overrides)))
 
     return Env(spec, reset, step, reset_with, params_of, with_params)
+
+
+class Suite(NamedTuple):
+    """One env suite: `build(name, num_envs)` makes the `Env` of `prefix + ":" + name`."""
+
+    prefix: str  # "craftax": its envs are named "craftax:<name>"
+    extra: str  # the pip extra that installs it: pip install 'jaxrl-fast[<extra>]'
+    package: str  # the module whose import fails when the extra is missing
+    names: tuple[str, ...]  # its env names, without the prefix
+    build: Callable[[str, int], Env]
+    about: str  # one line for `jaxrl-fast envs`

@@ -83,7 +83,8 @@ def _unknown(name: str) -> ValueError:
         why += f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return ValueError(
         f"EnvConfig.name={name!r} {why} Valid names: {', '.join(valid)} (and the probe envs "
-        f"'probe-bandit', 'probe-chain', and 'envpool:<Game>-v5' with the atari extra); with "
+        f"'probe-bandit', 'probe-chain', 'envpool:<Game>-v5' with the atari extra, and the JAX "
+        f"suites' 'suite:EnvName' envs: `jaxrl-fast envs --suites`); with "
         f"EnvConfig.discretise: {', '.join(CONTINUOUS_ENVS)}. One's own gymnax env: "
         "train(config, env=MyEnv()), a name given to jaxrl_fast.envs.register, or an import "
         "path 'package.module:factory'."

@@ -1,10 +1,11 @@
-"""`make_env(name, num_envs)`: one seed's envs by name (gymnax, probe, `envpool:`, one's own
-registered or imported gymnax env: `envs.custom`), and the list of names (`list_envs`)."""
+"""`make_env(name, num_envs)`: one seed's envs by name (gymnax, probe, `envpool:`, a JAX suite's
+"suite:EnvName" (`envs.suites`), one's own registered or imported gymnax env: `envs.custom`), and
+the list of names (`list_envs`)."""
 
 from __future__ import annotations
 
 from jaxrl_fast.config import AtariConfig
-from jaxrl_fast.envs import custom
+from jaxrl_fast.envs import custom, suites
 from jaxrl_fast.envs.base import Env
 from jaxrl_fast.envs.gymnax_env import (
     adapt_gymnax,
@@ -17,13 +18,17 @@ from jaxrl_fast.envs.probe import PROBE_ENVS, make_probe_env
 
 def list_envs(*, continuous: bool = False) -> list[str]:
     """Return every env name `make_env` accepts: gymnax discrete-action envs, probes, names
-    registered in this process (`envs.register`) and, with the `atari` extra installed,
+    registered in this process (`envs.register`), the "suite:EnvName" envs of the JAX suites
+    whose extras are installed (`envs.suites`) and, with the `atari` extra installed,
     "envpool:<Game>-v5" Atari games; with `continuous`, only the gymnax continuous-action envs
     (trained with `EnvConfig.discretise`). Import paths ("package.module:factory") are accepted
     too but not listed."""
     if continuous:
         return gymnax_continuous_envs()
     names = gymnax_discrete_envs() + list(PROBE_ENVS) + custom.registered_envs()
+    for suite in suites.suites():
+        if suites.installed(suite):
+            names += [f"{suite.prefix}:{n}" for n in suite.names]
     try:
         from jaxrl_fast.envs.envpool_env import PREFIX, atari_games
 
@@ -48,7 +53,9 @@ def make_env(
 
     Args:
       name: a gymnax id ("CartPole-v1", optionally "gymnax:CartPole-v1"), a probe env name, an
-        envpool Atari game ("envpool:Pong-v5", the `atari` extra), a name registered with
+        envpool Atari game ("envpool:Pong-v5", the `atari` extra), a JAX suite's env
+        ("pgx:minatar-breakout", "craftax:Craftax-Classic-Symbolic-v1": `envs.suites`, each
+        suite an extra), a name registered with
         `envs.register`, or an import path "package.module:factory" of one's own gymnax env
         (`envs.custom`).
       num_envs: parallel envs (for envpool: the whole pool).
@@ -63,6 +70,7 @@ def make_env(
         keeps all.
 
     Raises:
+      ImportError: a suite's env whose extra is not installed (the message names the command).
       ValueError: unknown name (the message lists valid names), `num_envs < 1`, or
         `discretise` missing for a continuous-action env or given for a discrete one, or
         `param_fields` for a non-gymnax env or naming no parameter of the env.
@@ -78,20 +86,24 @@ def make_env(
         raise ValueError(
             f"EnvConfig.num_envs={num_envs!r} is not allowed; expected a positive int."
         )
-    if discretise is not None and (name in PROBE_ENVS or name.startswith("envpool:")):
+    suite = suites.find(name)
+    fixed = name in PROBE_ENVS or name.startswith("envpool:") or suite is not None
+    if discretise is not None and fixed:
         raise ValueError(
             f"EnvConfig.discretise={discretise!r} is for continuous-action gymnax envs "
             f"({', '.join(gymnax_continuous_envs())}); {name} has discrete actions."
         )
-    if param_fields and (name in PROBE_ENVS or name.startswith("envpool:")):
+    if param_fields and fixed:
         raise ValueError(
             f"EnvConfig.variants / curriculum vary gymnax env parameters; {name} has none."
         )
-    if observe and (name in PROBE_ENVS or name.startswith("envpool:")):
+    if observe and fixed:
         raise ValueError(
             f"EnvConfig.observe={tuple(observe)} is for gymnax vector observations; {name} is "
             "not a gymnax env. Use observe=()."
         )
+    if suite is not None:
+        return suites.make_suite_env(*suite, num_envs)
     own = custom.lookup(name)
     if own is not None:
         return adapt_gymnax(

@@ -67,6 +67,20 @@ def test_cli_envs_lists_discrete_and_continuous_apart(capsys):
     assert "CartPole-v1" not in continuous
 
 
+def test_cli_envs_lists_the_suites_with_their_extras(capsys, monkeypatch):
+    from jaxrl_fast.envs import suites
+
+    monkeypatch.setattr(suites, "installed", lambda s: s.prefix != "craftax")
+    assert main(["envs", "--suites"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["craftax:", "navix:", "xminigrid:", "pgx:"]
+    assert "pip install 'jaxrl-fast[craftax]'" in lines[0] and "(installed)" in lines[3]
+    assert main(["envs"]) == 0  # the installed suites' envs are listed with the rest
+    names = capsys.readouterr().out.split()
+    assert "pgx:minatar-breakout" in names and "navix:Navix-Empty-5x5-v0" in names
+    assert not any(n.startswith("craftax:") for n in names)
+
+
 def test_cli_continuous_env_without_discretise_says_how(capsys):
     assert main(["train", "--env", "Pendulum-v1", *TINY]) == 2
     assert "set EnvConfig.discretise=N" in capsys.readouterr().err

@@ -1,0 +1,306 @@
+"""The JAX env suites (`envs.suites`): the registry, and each adapter against the suite's own
+reset and step with the same keys (observations, rewards, termination vs truncation, the
+next-step auto-reset)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_fast.envs import make_env, suites
+from jaxrl_fast.envs.base import EnvSpec
+
+
+def _require(package: str):
+    return pytest.importorskip(package)
+
+
+# -- the registry -----------------------------------------------------------------------------
+
+
+def test_every_listed_name_is_one_of_the_suites_own():
+    navix, xminigrid, pgx = _require("navix"), _require("xminigrid"), _require("pgx")
+    from jaxrl_fast.envs import craftax_env, navix_env, pgx_env, xminigrid_env
+
+    assert set(navix_env.NAMES) <= set(navix.registry())
+    assert set(xminigrid_env.NAMES) <= set(xminigrid.registered_environments())
+    assert not any(n.startswith("XLand-") for n in xminigrid_env.NAMES)  # rulesets: downloaded
+    assert set(pgx_env.NAMES) <= set(pgx.available_envs())
+    assert set(craftax_env.NAMES) == {"Craftax-Symbolic-v1", "Craftax-Classic-Symbolic-v1"}
+    assert [s.prefix for s in suites.suites()] == ["craftax", "navix", "xminigrid", "pgx"]
+    listed = suites.suite_envs()
+    assert "pgx:minatar-breakout" in listed and "navix:Navix-Empty-5x5-v0" in listed
+    assert len(listed) == len(set(listed))
+
+
+def test_find_splits_suite_names_only():
+    suite, rest = suites.find("pgx:minatar-breakout")
+    assert (suite.prefix, rest) == ("pgx", "minatar-breakout")
+    assert suites.find("CartPole-v1") is None
+    assert suites.find("envpool:Pong-v5") is None
+    assert suites.find("my_module:make_env") is None  # an import path, not a suite
+
+
+def test_bad_suite_env_name_lists_the_valid_ones():
+    with pytest.raises(ValueError, match=r"'pgx:minatar-breakot' is not a pgx env.*"
+                       r"Did you mean 'pgx:minatar-breakout'"):  # fmt: skip
+        make_env("pgx:minatar-breakot")
+
+
+def _fake_suite(package: str) -> suites.Suite:
+    def build(name, num_envs):
+        return make_env("probe-chain", num_envs)
+
+    return suites.Suite("fakesuite", "fake", package, ("Chain",), build, "a test's suite")
+
+
+def test_missing_extra_names_the_install_command():
+    suite = suites.register_suite(_fake_suite("jaxrl_fast_no_such_package"))
+    try:
+        assert not suites.installed(suite)
+        with pytest.raises(ImportError, match=r"needs the fake extra: pip install "
+                           r"'jaxrl-fast\[fake\]'"):  # fmt: skip
+            make_env("fakesuite:Chain")
+    finally:
+        suites.unregister_suite("fakesuite")
+
+
+def test_register_suite_refusals_and_own_suite():
+    with pytest.raises(ValueError, match="prefix='envpool' is not allowed"):
+        suites.register_suite(_fake_suite("numpy")._replace(prefix="envpool"))
+    with pytest.raises(ValueError, match="registered already"):
+        suites.register_suite(suites.find("pgx:x")[0]._replace(about="another"))
+    suites.register_suite(_fake_suite("numpy"))
+    try:
+        env = make_env("fakesuite:Chain", 3)
+        assert env.spec.num_envs == 3 and env.spec.num_actions == 2
+        with pytest.raises(ValueError, match="EnvConfig.observe=.*not a gymnax env"):
+            make_env("fakesuite:Chain", 3, observe=(0,))
+    finally:
+        suites.unregister_suite("fakesuite")
+
+
+# -- adapters against their suites ------------------------------------------------------------
+
+
+def _check_against(env, ref_reset, ref_step, ref_done, steps: int, seed: int = 0):
+    """Step `env` (2 envs) `steps` times with random actions and check each env's every step
+    against the suite's own functions given the keys the `Env` contract hands out:
+    `ref_reset(key) -> (state, obs)`; `ref_step(key, state, action) -> (state, obs, reward)`;
+    `ref_done(state) -> (terminated, truncated)` from the suite's state. Returns the counts of
+    terminations and truncations seen."""
+    n = env.spec.num_envs
+    key = jax.random.key(seed)
+    state, obs = jax.jit(env.reset)(key)
+    ref_reset, ref_step, ref_done = jax.jit(ref_reset), jax.jit(ref_step), jax.jit(ref_done)
+    refs = [ref_reset(k) for k in jax.random.split(key, n)]
+    for i in range(n):
+        np.testing.assert_array_equal(obs[i], refs[i][1])
+    step = jax.jit(env.step)
+    ended = np.zeros(n, bool)
+    counts = {"terminated": 0, "truncated": 0}
+    for t in range(steps):
+        k_step = jax.random.fold_in(key, t + 1)
+        actions = jax.random.randint(jax.random.fold_in(k_step, 7), (n,), 0, env.spec.num_actions)
+        state, obs, reward, done, info = step(k_step, state, actions)
+        step_keys, reset_keys = jax.random.split(k_step, (2, n))
+        for i in range(n):
+            if ended[i]:  # a reset step: the suite's reset with this step's reset key
+                ref_state, ref_obs = ref_reset(reset_keys[i])
+                ref_reward, term, trunc = 0.0, False, False
+                assert bool(info["reset"][i])
+            else:
+                ref_state, ref_obs, ref_reward = ref_step(step_keys[i], refs[i][0], actions[i])
+                term, trunc = (bool(x) for x in ref_done(ref_state))
+                trunc = trunc and not term
+                assert not bool(info["reset"][i])
+            refs[i] = (ref_state, ref_obs)
+            np.testing.assert_array_equal(obs[i], ref_obs, err_msg=f"step {t}, env {i}")
+            assert float(reward[i]) == pytest.approx(float(ref_reward), abs=1e-6)
+            assert (bool(info["terminated"][i]), bool(info["truncated"][i])) == (term, trunc)
+            counts["terminated"] += term
+            counts["truncated"] += trunc
+            ended[i] = term or trunc
+        assert np.array_equal(np.asarray(done), ended)
+    return counts
+
+
+def test_pgx_minatar_matches_pgx():
+    pgx = _require("pgx")
+    from jaxrl_fast.envs.pgx_env import make_pgx_env
+
+    game = pgx.make("minatar-breakout")
+    limit = 25  # short, so that both endings occur
+    env = make_pgx_env("minatar-breakout", 2, max_steps=limit)
+    assert env.spec == EnvSpec("pgx:minatar-breakout", (10, 10, 4), jnp.bool_, 3, 2, limit)
+
+    def ref_reset(key):
+        s = game.init(key)
+        return (s, 0), s.observation
+
+    def ref_step(key, inner, action):
+        s = game.step(inner[0], action, key)
+        return (s, inner[1] + 1), s.observation, s.rewards[0]
+
+    def ref_done(inner):
+        return inner[0].terminated, inner[1] >= limit
+
+    counts = _check_against(env, ref_reset, ref_step, ref_done, steps=80)
+    assert counts["terminated"] >= 1 and counts["truncated"] >= 1, counts
+
+
+def test_navix_matches_navix():
+    navix = _require("navix")
+    game = navix.make("Navix-Empty-5x5-v0")
+    env = make_env("navix:Navix-Empty-5x5-v0", 2)
+    assert env.spec.obs_shape == (5, 5, 3) and env.spec.num_actions == 7
+    assert env.spec.max_episode_steps == game.max_steps == 100
+
+    def ref_reset(key):
+        ts = game.reset(key)
+        return ts, ts.observation.astype(jnp.float32)
+
+    def ref_step(key, ts, action):
+        ts = game.step(ts, action)
+        return ts, ts.observation.astype(jnp.float32), ts.reward
+
+    def ref_done(ts):  # the goal reached: the only reward; the step limit: truncation
+        return ts.reward > 0, ts.t >= game.max_steps
+
+    counts = _check_against(env, ref_reset, ref_step, ref_done, steps=230)
+    assert counts["truncated"] >= 1, counts
+
+
+def test_xminigrid_matches_xminigrid():
+    xminigrid = _require("xminigrid")
+    game, params = xminigrid.make("MiniGrid-Empty-5x5")
+    env = make_env("xminigrid:MiniGrid-Empty-5x5", 2)
+    assert env.spec.obs_shape == (7, 7, 2) and env.spec.num_actions == 6
+    assert env.spec.max_episode_steps == params.max_steps
+
+    def ref_reset(key):
+        ts = game.reset(params, key)
+        return ts, ts.observation.astype(jnp.float32)
+
+    def ref_step(key, ts, action):
+        ts = game.step(params, ts, action)
+        return ts, ts.observation.astype(jnp.float32), ts.reward
+
+    def ref_done(ts):  # the goal reached: the only reward; the step limit: truncation
+        return ts.reward > 0, ts.state.step_num >= params.max_steps
+
+    counts = _check_against(env, ref_reset, ref_step, ref_done, steps=2 * params.max_steps + 10)
+    assert counts["terminated"] + counts["truncated"] >= 2, counts
+
+
+@pytest.mark.slow
+def test_craftax_classic_matches_craftax_and_splits_its_done():
+    _require("craftax")
+    from craftax.craftax_env import make_craftax_env_from_name
+
+    game = make_craftax_env_from_name("Craftax-Classic-Symbolic-v1", auto_reset=False)
+    params = game.default_params
+    env = make_env("craftax:Craftax-Classic-Symbolic-v1", 2)
+    assert env.spec.obs_shape == (1345,) and env.spec.num_actions == 17
+    assert env.spec.max_episode_steps == params.max_timesteps == 10_000
+
+    def ref_reset(key):
+        obs, s = game.reset_env(key, params)
+        return s, obs
+
+    def ref_step(key, s, action):
+        obs, s, reward, _, _ = game.step_env(key, s, action, params)
+        return s, obs, reward
+
+    def ref_done(s):
+        return s.player_health <= 0, s.timestep >= params.max_timesteps
+
+    _check_against(env, ref_reset, ref_step, ref_done, steps=6)
+    # the step limit is a truncation; death (or lava) a termination, also at the limit
+    state, _ = env.reset(jax.random.key(3))
+    inner = state.inner
+    at_limit = state._replace(inner=inner.replace(
+        timestep=jnp.full_like(inner.timestep, params.max_timesteps - 1),
+        player_health=jnp.asarray([5, -1], inner.player_health.dtype)))  # fmt: skip
+    _, _, _, done, info = jax.jit(env.step)(jax.random.key(4), at_limit, jnp.zeros(2, jnp.int32))
+    assert np.asarray(done).tolist() == [True, True]
+    assert np.asarray(info["truncated"]).tolist() == [True, False]
+    assert np.asarray(info["terminated"]).tolist() == [False, True]
+
+
+# -- training on suite envs -------------------------------------------------------------------
+
+
+def _suite_config(name: str, **changes):
+    from conftest import tiny_config
+
+    from jaxrl_fast.config import DQNConfig, EnvConfig, NetworkConfig, ReplayConfig
+
+    base = dict(
+        env=EnvConfig(name=name, num_envs=8),
+        network=NetworkConfig(hidden_sizes=(64,), kind="mlp"),
+        replay=ReplayConfig(capacity=10_000, batch_size=64),
+        dqn=DQNConfig(learning_rate=1e-3, target_period=96, gamma=0.95),
+        learning_starts=1000,
+        train_frequency=8,
+        num_seeds=4,
+        eval_episodes=4,
+    )
+    return tiny_config(**{**base, **changes})
+
+
+@pytest.mark.slow
+@pytest.mark.learning
+@pytest.mark.parametrize("name", ["xminigrid:MiniGrid-Empty-5x5", "navix:Navix-Empty-5x5-v0"])
+def test_dqn_learns_a_minigrid_task(name):
+    """Empty 5x5 (a sparse reward at the goal, 100 steps to find it): 4 seeds of DQN reach it
+    greedily, near the optimum, well above a random policy's return."""
+    _require(name.split(":")[0])
+    from jaxrl_fast import train
+
+    cfg = _suite_config(name, total_env_steps=16_000, num_chunks=5, eval_every=3_000)
+    history = [h["eval_return"] for h in train(cfg, progress=False).history if "eval_return" in h]
+    final = np.asarray(history[-1])
+    assert (final > 0.8).sum() >= 3, history  # the optimum: 0.95 (xminigrid), 1 (navix)
+    assert final.mean() > _random_return(name) + 0.2, history
+
+
+def _random_return(name: str, steps: int = 400) -> float:
+    """Mean return of the episodes that 32 envs finish in `steps` uniformly random steps."""
+    env = make_env(name, 32)
+
+    def body(carry, key):
+        state = carry
+        action = jax.random.randint(key, (32,), 0, env.spec.num_actions)
+        state, _, _, done, info = env.step(key, state, action)
+        return state, (done, info["episode_return"])
+
+    state, _ = env.reset(jax.random.key(0))
+    _, (done, ret) = jax.jit(lambda s: jax.lax.scan(body, s, jax.random.split(
+        jax.random.key(1), steps)))(state)  # fmt: skip
+    return float(np.asarray(ret)[np.asarray(done)].mean())
+
+
+@pytest.mark.slow
+def test_pgx_minatar_trains_with_dqn_and_pqn():
+    """Both learners run on a suite env with vmapped seeds: a Pgx MinAtar game on the CNN."""
+    _require("pgx")
+    from jaxrl_fast import train
+
+    dqn = _suite_config("pgx:minatar-breakout", network={"kind": "auto", "conv_channels": (8,),
+                        "hidden_sizes": (32,)}, total_env_steps=1_600, learning_starts=400,
+                        num_seeds=2, num_chunks=2, eval_every=600, eval_episodes=2)  # fmt: skip
+    pqn = dqn.replace(
+        learner="rollout", learning_starts=0, train_frequency=64, updates_per_block=4,
+        num_minibatches=2, total_env_steps=1_024, eval_every=512,
+        dqn={"loss": "regression", "double_q": False, "target_period": 64, "td_lambda": 0.65},
+        network={"layer_norm": True},
+    )  # fmt: skip
+    for cfg in (dqn, pqn):
+        r = train(cfg, progress=False)
+        assert r.config.env.name == "pgx:minatar-breakout"
+        evals = [h["eval_return"] for h in r.history if "eval_return" in h]
+        assert len(evals) == 2 and all(len(e) == 2 for e in evals)
+        assert np.all(np.isfinite([h["loss"] for h in r.history]))
