@@ -23,6 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxrl_fast.agent.exploration import epsilon_greedy
+from jaxrl_fast.agent.masks import legal_actions, mask_q
 from jaxrl_fast.envs import make_env
 from jaxrl_fast.types import Array
 
@@ -86,6 +88,11 @@ def count_params(params: Any) -> tuple[int, int]:
     return sum(x.size for x in leaves), sum(int(jnp.count_nonzero(x)) for x in leaves)
 
 
+def _legal_q(spec, q: Array, obs: Array) -> Array:
+    """`q` masked to the legal actions of a masked env's observations (`agent.masks`)."""
+    return mask_q(q, legal_actions(obs, spec.num_actions) if spec.action_mask else None)
+
+
 def _rollout(env_name: str, episodes: int, steps: int, act: Callable, key: Array):
     """Run `episodes` envs for `steps` steps with `act(obs, key) -> actions`; returns the
     observations `[steps, episodes, ...]` and each env's first episode return `[episodes]`."""
@@ -109,10 +116,11 @@ def greedy_return(
     apply: ApplyFn, params: Any, env_name: str, *, episodes: int = 64, seed: int = 0
 ) -> float:
     """Mean return of the first episode of `episodes` envs under the greedy policy."""
-    horizon = make_env(env_name).spec.max_episode_steps + 1
+    spec = make_env(env_name).spec
+    horizon = spec.max_episode_steps + 1
 
     def act(obs, key):
-        return jnp.argmax(apply(params, obs), axis=-1)
+        return jnp.argmax(_legal_q(spec, apply(params, obs), obs), axis=-1)
 
     run = jax.jit(lambda key: _rollout(env_name, episodes, horizon, act, key)[1])
     return float(jnp.mean(run(jax.random.key(seed))))
@@ -129,12 +137,16 @@ def collect_observations(
     seed: int = 0,
 ) -> Array:
     """`[envs * steps, *obs_shape]` observations visited by the epsilon-greedy policy."""
-    num_actions = make_env(env_name).spec.num_actions
+    spec = make_env(env_name).spec
 
     def act(obs, key):
+        if spec.action_mask:  # legal actions only, greedy or random
+            q = _legal_q(spec, apply(params, obs), obs)
+            legal = legal_actions(obs, spec.num_actions)
+            return epsilon_greedy(key, q, epsilon, spec.num_actions, legal)
         key_explore, key_random = jax.random.split(key)
         greedy = jnp.argmax(apply(params, obs), axis=-1)
-        random = jax.random.randint(key_random, greedy.shape, 0, num_actions)
+        random = jax.random.randint(key_random, greedy.shape, 0, spec.num_actions)
         explore = jax.random.uniform(key_explore, greedy.shape) < epsilon
         return jnp.where(explore, random, greedy)
 

@@ -116,6 +116,8 @@ def record(
     Raises:
       ValueError: a recurrent agent, an envpool env, or a seed index out of range.
     """
+    from jaxrl_fast.agent.exploration import epsilon_greedy
+    from jaxrl_fast.agent.masks import legal_actions, mask_q
     from jaxrl_fast.agent.network import QNetwork
 
     config = result.config
@@ -130,7 +132,11 @@ def record(
     params = jax.tree.map(lambda x: x[seed_index], result.runner.seeds.agent.params)
 
     def policy(key, obs):
-        greedy = jnp.argmax(net.value_head.q_values(net.apply(params, obs)), axis=-1)
+        q = net.value_head.q_values(net.apply(params, obs))
+        if env.spec.action_mask:  # legal actions only, greedy or random
+            legal = legal_actions(obs, env.spec.num_actions)
+            return epsilon_greedy(key, mask_q(q, legal), epsilon, env.spec.num_actions, legal)
+        greedy = jnp.argmax(q, axis=-1)
         key_explore, key_random = jax.random.split(key)
         explore = jax.random.uniform(key_explore, greedy.shape) < epsilon
         random = jax.random.randint(key_random, greedy.shape, 0, env.spec.num_actions)

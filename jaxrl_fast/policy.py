@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_fast.agent.masks import legal_actions, mask_q
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import AtariConfig, EnvConfig, NetworkConfig
 from jaxrl_fast.envs.base import EnvSpec
@@ -94,8 +95,9 @@ class Policy:
             )
         net = self.net
         x = obs[None] if single else obs
+        legal = legal_actions(x, self.spec.num_actions) if self.spec.action_mask else None
         if carry is None:
-            q = net.value_head.q_values(net.apply(self.params, x))
+            q = mask_q(net.value_head.q_values(net.apply(self.params, x)), legal)
             return q[0] if single else q
         carry = jnp.asarray(carry)
         out, carry = net.apply(self.params, x, carry[None] if single else carry)

@@ -29,6 +29,7 @@ from jaxrl_fast.agent.dense import rngs
 from jaxrl_fast.agent.exploration import epsilon_greedy
 from jaxrl_fast.agent.losses import make_loss, td_errors
 from jaxrl_fast.agent.margin import margin_weight
+from jaxrl_fast.agent.masks import legal_actions, mask_q
 from jaxrl_fast.agent.optim import make_optimizer, optimizer_of
 from jaxrl_fast.agent.sequence_loss import make_sequence_loss
 from jaxrl_fast.agent.state import AgentState, LossKnobs, UpdateMetrics
@@ -108,15 +109,17 @@ def _first_gamma(count, hp: HParams):
     return hp.gamma_values[0]
 
 
-def _make_losses(config: DQNConfig, networks: tuple, sequence, demo, update_gamma) -> tuple:
+def _make_losses(
+    config: DQNConfig, networks: tuple, sequence, demo, update_gamma, legal=None
+) -> tuple:
     """`(loss in the policy's dtype, loss in fp32, agent -> the loss's traced arguments)`: over
     sequences (a recurrent network), else over transitions (with the large-margin term when
-    there are demonstrations)."""
+    there are demonstrations); `legal(obs) -> [B, A]` masks the Q-values (a masked env)."""
     if sequence is not None:
         made = [make_sequence_loss(config, net, *sequence) for net in networks]
     else:
         q_values = getattr(networks[0], "value_head", heads.SCALAR).q_values
-        made = [make_loss(config, net, demo and demo[0], q_values) for net in networks]
+        made = [make_loss(config, net, demo and demo[0], q_values, legal) for net in networks]
 
     def loss_args(agent: AgentState) -> tuple:
         hp = agent.hparams
@@ -128,10 +131,17 @@ def _make_losses(config: DQNConfig, networks: tuple, sequence, demo, update_gamm
     return made[0], made[1], loss_args
 
 
-def _check_parts(network: nn.Module, config: DQNConfig, recurrent: bool, sequence) -> None:
+def _check_parts(
+    network: nn.Module, config: DQNConfig, recurrent: bool, sequence, action_mask: bool = False
+) -> None:
     """Refuse, before anything is traced, parts that do not fit together."""
     _losses.get(config.loss)  # an unknown name: a ValueError listing the known ones
     head = getattr(network, "value_head", heads.SCALAR)
+    if recurrent and action_mask:
+        raise ValueError(
+            "a recurrent network (NetworkConfig.lstm > 0) does not take legal-action masks yet; "
+            "this env has them (EnvSpec.action_mask): use lstm=0."
+        )
     if recurrent and sequence is None:
         raise ValueError(
             "make_agent: a recurrent network (lstm > 0) trains on sequences; pass "
@@ -174,6 +184,7 @@ def make_agent(
     hparams: HParams | None = None,
     update_gamma=None,
     clip: bool | None = None,
+    action_mask: bool = False,
 ) -> Agent:
     """Assemble the DQN agent's functions from its parts.
 
@@ -191,6 +202,9 @@ def make_agent(
       hparams: the `HParams` `init` stores by default (traced: `update` reads the state's).
       update_gamma: `(grad_step, hparams) -> gamma` of the recurrent loss (default: phase 0).
       clip: compile the global-norm clip (default: whether `hparams` clips).
+      action_mask: the env appends legal-action masks to its observations (`agent.masks`,
+        `EnvSpec.action_mask`): every Q-value computed from an observation is masked, and
+        exploration draws legal actions only.
 
     Functions computing Q-values take an optional shared `fp32` flag (`[]` bool; None: the
     agent's own), so the switch stays a real branch under the seed vmap. Raises
@@ -201,13 +215,14 @@ def make_agent(
     default_hp = hparams or _default_hparams(config, precision)
     clip = bool(math.isfinite(float(default_hp.max_grad_norm))) if clip is None else clip
     recurrent = getattr(network, "lstm", 0) > 0
-    _check_parts(network, config, recurrent, sequence)
+    _check_parts(network, config, recurrent, sequence, action_mask)
+    legal = partial(legal_actions, num_actions=num_actions) if action_mask else None
     optimizer = optimizer_of(config, learning_rate, exchange, precision, clip)
     loss_scale = mp.make_loss_scale(precision)
     network_fp32 = network.clone(dtype=jnp.float32) if precision.fallback else network
     to_q = getattr(network, "value_head", heads.SCALAR).q_values
     loss_lowp, loss_fp32, loss_args = _make_losses(
-        config, (network, network_fp32), sequence, demo, update_gamma or _first_gamma
+        config, (network, network_fp32), sequence, demo, update_gamma or _first_gamma, legal
     )
     streams = getattr(network, "rng_streams", ())
     forward = _forward(network, network_fp32, precision, recurrent, streams)
@@ -219,7 +234,7 @@ def make_agent(
         """`[B, A]` float32 Q-values, in the policy's dtype or (if `fp32`) in fp32 (a recurrent
         network: from the episode-start state)."""
         out = forward(params, obs, initial_carry(obs.shape[0]) if recurrent else None, fp32)
-        return to_q(out[0] if recurrent else out)
+        return mask_q(to_q(out[0] if recurrent else out), legal and legal(obs))
 
     def init(key: PRNGKey, example_obs: Array, hparams: HParams | None = None) -> AgentState:
         hp = jax.tree.map(jnp.asarray, default_hp if hparams is None else hparams)
@@ -243,7 +258,9 @@ def make_agent(
             key, noise_key = jax.random.split(key)
         out = forward(agent.params, obs, carry, fp32, noise_key)
         out, carry = out if recurrent else (out, carry)
-        return epsilon_greedy(key, to_q(out), epsilon, num_actions), carry
+        allowed = legal and legal(obs)
+        q = mask_q(to_q(out), allowed)
+        return epsilon_greedy(key, q, epsilon, num_actions, allowed), carry
 
     act = _feed_forward(policy, recurrent)
     update = make_update(loss_lowp, loss_fp32, loss_args, optimizer, precision, exchange)

@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_fast.agent.dense import rngs
+from jaxrl_fast.agent.masks import mask_q
 from jaxrl_fast.agent.sequence_loss import per_item_loss
 from jaxrl_fast.config import DQNConfig
 from jaxrl_fast.registry import LOSSES
@@ -144,11 +145,33 @@ def _config_hparams(config: DQNConfig):
     return hparams_from_parts(config, ScheduleConfig(), ReplayConfig())
 
 
+class _Masked:
+    """A network output with the legal actions of its observations: the loss's `q_values`
+    masks its Q-values (`agent.masks`); every other attribute is the output's own, so a loss's
+    rows read it as they read the output."""
+
+    def __init__(self, out: Any, legal: Array) -> None:
+        self.out, self.legal = out, legal
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.out, name)
+
+
+def _masking(q_values: Callable[[Any], Array]) -> Callable[[Any], Array]:
+    def masked(out: Any) -> Array:
+        if isinstance(out, _Masked):
+            return mask_q(q_values(out.out), out.legal)
+        return q_values(out)
+
+    return masked
+
+
 def make_loss(
     config: DQNConfig,
     net: Any,
     margin: float | None = None,
     q_values: Callable[[Any], Array] | None = None,
+    legal: Callable[[Array], Array] | None = None,
 ):
     """The TD loss of `net` for a batch: `(params, target_params, batch, knobs=None,
     margin_weight=0) -> (loss, (td [B], mean Q of the taken actions))`.
@@ -159,12 +182,15 @@ def make_loss(
     `batch.discount` here); None: the config's. With a `margin` (demonstrations, DQfD) it adds
     `margin_weight` x the large-margin term over the batch's demonstration rows
     (`agent.margin`). `q_values` maps the network's output to Q-values (default: the output is
-    the Q-values).
+    the Q-values). `legal(obs) -> [B, A]` (a masked env, `agent.masks`): the outputs at the
+    next observations (and the target's at the sampled ones) are read with their observations'
+    legal actions, so selection, target maxima, soft policies and the margin range over legal
+    actions only, whatever the loss; the taken action's value is read unmasked.
     """
     from jaxrl_fast.agent.margin import margin_term
 
     spec = get(config.loss)
-    q_values = q_values or _identity
+    q_values = _masking(q_values or _identity)
     default_hp = None if spec.settings is None else _config_hparams(config)
 
     streams = getattr(net, "rng_streams", ())
@@ -175,12 +201,14 @@ def make_loss(
         # each pass of a network that draws (noisy layers) its own key; else no key at all
         keys = [None] * 4 if key is None or not streams else list(jax.random.split(key, 4))
 
-        def apply(p, obs, k, role):
+        def apply(p, obs, k, role, masked=True):
             # a network that draws is a QNetwork: its pass's role sets a sampling head's count
             if not streams:
-                return net.apply(p, obs)
-            r = rngs(streams, k)
-            return net.apply(p, obs, role=role, **({} if r is None else {"rngs": r}))
+                out = net.apply(p, obs)
+            else:
+                r = rngs(streams, k)
+                out = net.apply(p, obs, role=role, **({} if r is None else {"rngs": r}))
+            return out if legal is None or not masked else _Masked(out, legal(obs))
 
         extra = {}
         if spec.settings is not None:
@@ -189,7 +217,8 @@ def make_loss(
             extra["settings"] = spec.settings(hp)
         if spec.target_tm1:
             extra["target_tm1"] = apply(target_params, batch.obs, keys[3], "target")
-        out_tm1 = apply(params, batch.obs, keys[0], "online")
+        # the taken action's value unmasked: a reset row's ignored action may be illegal
+        out_tm1 = apply(params, batch.obs, keys[0], "online", masked=False)
         out_t_target = out_t_select = None
         if spec.bootstrap:
             out_t_target = apply(target_params, batch.next_obs, keys[1], "target")
@@ -216,7 +245,8 @@ def make_loss(
         q_a = jnp.take_along_axis(q_tm1, batch.action[:, None], -1)[:, 0]
         q_mean = jnp.sum(valid * q_a) / rows
         if margin is not None and batch.demo is not None:
-            loss = loss + margin_term(q_tm1, q_a, batch, margin, margin_weight)
+            q_legal = q_tm1 if legal is None else mask_q(q_tm1, legal(batch.obs))
+            loss = loss + margin_term(q_legal, q_a, batch, margin, margin_weight)
         return loss, (td, q_mean)
 
     return loss_fn

@@ -64,6 +64,7 @@ def compile_parts(config: TrainConfig, env: Env | None = None) -> Parts:
         learning_rate=schedules.learning_rate,
         hparams=hparams_of(config),
         precision=precision,
+        action_mask=spec.action_mask,
     )
     evaluate_one = make_evaluate(config, agent, num_seeds=1)
 

@@ -29,6 +29,10 @@ class EnvSpec(NamedTuple):
     max_episode_steps: int
     seed_vmappable: bool = True  # False for handle-based envs (envpool)
     frame_stack: int = 0  # k > 1: obs stack the last k frames on the last axis (Atari)
+    # True: the env allows only some actions in some states, and the last `num_actions` entries
+    # of each (flat) observation are its legal-action mask, nonzero where legal
+    # (`append_legal`; the agent masks its Q-values and exploration: `agent.masks`)
+    action_mask: bool = False
 
 
 class EnvState(NamedTuple):
@@ -59,6 +63,14 @@ class Env(NamedTuple):
     reset_with: Callable[[PRNGKey, dict], tuple[EnvState, Array]] | None = None
     params_of: Callable[[EnvState], dict] | None = None
     with_params: Callable[[EnvState, dict], EnvState] | None = None
+
+
+def append_legal(obs: Array, legal: Array) -> Array:
+    """One observation flattened with its legal-action mask `[A]` appended (the layout of a
+    masked env's observations, `EnvSpec.action_mask`), in the observation's dtype (bool stays
+    bool, a byte per entry)."""
+    flat = obs.reshape(-1)
+    return jnp.concatenate([flat, legal.astype(flat.dtype)])
 
 
 SingleReset = Callable[[PRNGKey], tuple[Any, Array]]

@@ -1,21 +1,23 @@
-"""Pgx (`pip install 'jaxrl-fast[pgx]'`): its single-player MinAtar games, e.g.
+"""Pgx (`pip install 'jaxrl-fast[pgx]'`): its single-player games, the MinAtar ones, e.g.
 "pgx:minatar-breakout" (10 x 10 x C boolean frames, sticky actions with probability 0.1 as Pgx
-sets them).
+sets them), and "pgx:2048", whose moves are masked: its 4 x 4 x 31 boolean board flattened with
+the legal-action mask appended (`EnvSpec.action_mask`, `agent.masks`).
 
-Pgx carries no time limit for MinAtar; the adapter truncates an episode after `MAX_STEPS` steps
-(gymnax's MinAtar limit), so that a policy that never loses still ends its evaluation episodes.
-The reward is the one of the player who moved (`rewards[current_player]` before the step: player
-0 in these one-player games). Pgx's games with legal-action masks (2048, the board games) come
-with the masks.
+Pgx carries no time limit for these games; the adapter truncates an episode after `MAX_STEPS`
+steps (gymnax's MinAtar limit), so that a policy that never loses still ends its evaluation
+episodes. The reward is the one of the player who moved (`rewards[current_player]` before the
+step: player 0 in these one-player games).
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
-from jaxrl_fast.envs.base import Env, EnvSpec, Suite, make_batched_env
+from jaxrl_fast.envs.base import Env, EnvSpec, Suite, append_legal, make_batched_env
 
-NAMES = tuple(
+MASKED = ("2048",)  # games with a legal-action mask
+NAMES = MASKED + tuple(
     f"minatar-{g}" for g in ("asterix", "breakout", "freeway", "seaquest", "space_invaders")
 )
 MAX_STEPS = 1000  # gymnax's max_steps_in_episode for MinAtar
@@ -26,10 +28,18 @@ def make_pgx_env(name: str, num_envs: int, *, max_steps: int = MAX_STEPS) -> Env
     import pgx
 
     env = pgx.make(name)
+    masked = name in MASKED
+
+    def observe(state):
+        return (
+            append_legal(state.observation, state.legal_action_mask)
+            if masked
+            else (state.observation)
+        )
 
     def reset_one(key):
         state = env.init(key)
-        return (state, jnp.int32(0)), state.observation
+        return (state, jnp.int32(0)), observe(state)
 
     def step_one(key, inner, action):
         state, t = inner
@@ -38,7 +48,7 @@ def make_pgx_env(name: str, num_envs: int, *, max_steps: int = MAX_STEPS) -> Env
         t = t + 1
         return (
             (state, t),
-            state.observation,
+            observe(state),
             jnp.asarray(state.rewards[mover], jnp.float32),
             state.terminated,
             state.truncated | (t >= max_steps),
@@ -46,11 +56,12 @@ def make_pgx_env(name: str, num_envs: int, *, max_steps: int = MAX_STEPS) -> Env
 
     spec = EnvSpec(
         name=f"pgx:{name}",
-        obs_shape=tuple(env.observation_shape),
+        obs_shape=tuple(jax.eval_shape(lambda k: reset_one(k)[1], jax.random.key(0)).shape),
         obs_dtype=jnp.bool_,
         num_actions=int(env.num_actions),
         num_envs=num_envs,
         max_episode_steps=max_steps,
+        action_mask=masked,
     )
     return make_batched_env(spec, reset_one, step_one)
 
@@ -61,5 +72,5 @@ SUITE = Suite(
     package="pgx",
     names=NAMES,
     build=make_pgx_env,
-    about="Pgx: MinAtar games (boolean frames, sticky actions)",
+    about="Pgx: 2048 (legal-action masks) and the MinAtar games",
 )

@@ -5,6 +5,11 @@
 * `probe-chain`: two steps; obs one-hot(0) then one-hot(1); at state 0 every action gives reward 0
   and moves to state 1; at state 1 action 1 gives reward 1, action 0 gives 0; then terminal.
   `Q*(0, a) = gamma`, `Q*(1, 1) = 1`, `Q*(1, 0) = 0`.
+* `probe-masked`: probe-chain with 3 actions and a legal-action mask (`EnvSpec.action_mask`):
+  obs one-hot(s) then the mask; at state 0 every action is legal, gives 0 and moves to state 1;
+  at state 1 action 1 is *illegal* and would pay 5, action 2 pays 1, action 0 pays 0.3; then
+  terminal. Over legal actions `Q*(0, a) = gamma`, `Q*(1, 0) = 0.3`, `Q*(1, 2) = 1`; a learner
+  that ignored the mask would find 5 (and `5 gamma` at state 0).
 """
 
 from __future__ import annotations
@@ -12,9 +17,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxrl_fast.envs.base import Env, EnvSpec, make_batched_env
+from jaxrl_fast.envs.base import Env, EnvSpec, append_legal, make_batched_env
 
-PROBE_ENVS = ("probe-bandit", "probe-chain")
+PROBE_ENVS = ("probe-bandit", "probe-chain", "probe-masked")
 
 
 def optimal_q(name: str, gamma: float) -> dict[int, list[float]]:
@@ -23,6 +28,8 @@ def optimal_q(name: str, gamma: float) -> dict[int, list[float]]:
         return {0: [1.0, 0.0], 1: [0.0, 1.0]}
     if name == "probe-chain":
         return {0: [gamma, gamma], 1: [0.0, 1.0]}
+    if name == "probe-masked":  # the illegal action's entry: None
+        return {0: [gamma, gamma, gamma], 1: [0.3, None, 1.0]}
     raise ValueError(f"unknown probe env {name!r}; expected one of {PROBE_ENVS}")
 
 
@@ -30,6 +37,8 @@ def make_probe_env(name: str, num_envs: int, *, on_step=None) -> Env:
     """Build a probe env. `on_step`, if given, is called each time `step` is *traced*."""
     if name not in PROBE_ENVS:
         raise ValueError(f"unknown probe env {name!r}; expected one of {PROBE_ENVS}")
+    if name == "probe-masked":
+        return _make_masked_probe(num_envs)
 
     def obs_of(s):
         return jax.nn.one_hot(s, 2, dtype=jnp.float32)
@@ -68,4 +77,24 @@ def make_probe_env(name: str, num_envs: int, *, on_step=None) -> Env:
         num_envs=num_envs,
         max_episode_steps=2,
     )
+    return make_batched_env(spec, reset_one, step_one)
+
+
+def _make_masked_probe(num_envs: int) -> Env:
+    legal = jnp.array([[True, True, True], [True, False, True]])
+    pays = jnp.array([0.3, 5.0, 1.0], jnp.float32)
+
+    def obs_of(s):
+        return append_legal(jax.nn.one_hot(s, 2, dtype=jnp.float32), legal[s])
+
+    def reset_one(key):
+        s = jnp.zeros((), jnp.int32)
+        return s, obs_of(s)
+
+    def step_one(key, s, action):
+        reward = jnp.where(s == 1, pays[action], 0.0)
+        nxt = jnp.minimum(s + 1, 1)
+        return nxt, obs_of(nxt), reward, s == 1, jnp.array(False)
+
+    spec = EnvSpec("probe-masked", (5,), jnp.float32, 3, num_envs, 2, action_mask=True)
     return make_batched_env(spec, reset_one, step_one)

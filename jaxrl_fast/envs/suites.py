@@ -1,7 +1,8 @@
 """JAX env suites beyond gymnax, each an optional extra, behind the one `Env` interface.
 
 An env of a suite is named "suite:EnvName" ("craftax:Craftax-Classic-Symbolic-v1",
-"navix:Navix-Empty-5x5-v0", "xminigrid:MiniGrid-Empty-8x8", "pgx:minatar-breakout"), on the
+"navix:Navix-Empty-5x5-v0", "xminigrid:MiniGrid-Empty-8x8", "pgx:minatar-breakout",
+"jumanji:Snake-v1"), on the
 command line (`--env pgx:minatar-breakout`) as in `EnvConfig.name`. A suite is a module that
 defines a `Suite`: its prefix, the pip extra that installs it, its env names (a fixed list, which
 a test checks against the suite's own registry, so that a bad name is refused at once, installed
@@ -13,7 +14,7 @@ without its auto-reset, with terminated and truncated kept apart. So auto-reset,
 statistics, replay, PQN, evaluation, sweeps and resume treat every suite alike.
 
     >>> [s.prefix for s in suites()]
-    ['craftax', 'navix', 'xminigrid', 'pgx']
+    ['craftax', 'navix', 'xminigrid', 'pgx', 'jumanji']
     >>> find("pgx:minatar-breakout")[1]
     'minatar-breakout'
 """
@@ -108,9 +109,9 @@ def suite_envs() -> list[str]:
 
 
 def _register_built_in() -> None:
-    from jaxrl_fast.envs import craftax_env, navix_env, pgx_env, xminigrid_env
+    from jaxrl_fast.envs import craftax_env, jumanji_env, navix_env, pgx_env, xminigrid_env
 
-    for module in (craftax_env, navix_env, xminigrid_env, pgx_env):
+    for module in (craftax_env, navix_env, xminigrid_env, pgx_env, jumanji_env):
         register_suite(module.SUITE)
 
 

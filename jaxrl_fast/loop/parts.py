@@ -75,6 +75,7 @@ def make_parts(run: ResolvedRun, kinds: Kinds) -> LoopParts:
         )
         if config.demo.active
         else None,
+        action_mask=spec.action_mask,
     )
     buffer = LEARNERS.get(config.learner).store(run, agent)
     return LoopParts(run, config, run.env, schedules, exchange, agent, buffer, kinds)

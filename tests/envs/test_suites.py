@@ -22,14 +22,17 @@ def _require(package: str):
 
 def test_every_listed_name_is_one_of_the_suites_own():
     navix, xminigrid, pgx = _require("navix"), _require("xminigrid"), _require("pgx")
-    from jaxrl_fast.envs import craftax_env, navix_env, pgx_env, xminigrid_env
+    jumanji = _require("jumanji")
+    from jaxrl_fast.envs import craftax_env, jumanji_env, navix_env, pgx_env, xminigrid_env
 
+    assert set(jumanji_env.NAMES) <= set(jumanji.registered_environments())
     assert set(navix_env.NAMES) <= set(navix.registry())
     assert set(xminigrid_env.NAMES) <= set(xminigrid.registered_environments())
     assert not any(n.startswith("XLand-") for n in xminigrid_env.NAMES)  # rulesets: downloaded
     assert set(pgx_env.NAMES) <= set(pgx.available_envs())
     assert set(craftax_env.NAMES) == {"Craftax-Symbolic-v1", "Craftax-Classic-Symbolic-v1"}
-    assert [s.prefix for s in suites.suites()] == ["craftax", "navix", "xminigrid", "pgx"]
+    assert [s.prefix for s in suites.suites()] == [
+        "craftax", "navix", "xminigrid", "pgx", "jumanji"]  # fmt: skip
     listed = suites.suite_envs()
     assert "pgx:minatar-breakout" in listed and "navix:Navix-Empty-5x5-v0" in listed
     assert len(listed) == len(set(listed))
@@ -230,6 +233,91 @@ def test_craftax_classic_matches_craftax_and_splits_its_done():
     assert np.asarray(info["terminated"]).tolist() == [False, True]
 
 
+def test_pgx_2048_matches_pgx_with_its_mask_appended():
+    pgx = _require("pgx")
+    from jaxrl_fast.envs.pgx_env import make_pgx_env
+
+    game = pgx.make("2048")
+    env = make_pgx_env("2048", 2, max_steps=40)
+    assert env.spec.action_mask and env.spec.obs_shape == (4 * 4 * 31 + 4,)
+
+    def obs(s):
+        return jnp.concatenate([s.observation.reshape(-1), s.legal_action_mask])
+
+    def ref_reset(key):
+        s = game.init(key)
+        return (s, 0), obs(s)
+
+    def ref_step(key, inner, action):
+        s = game.step(inner[0], action, key)
+        return (s, inner[1] + 1), obs(s), s.rewards[0]
+
+    counts = _check_against(env, ref_reset, ref_step, lambda i: (i[0].terminated, i[1] >= 40), 90)
+    assert counts["truncated"] + counts["terminated"] >= 2, counts
+
+
+@pytest.mark.parametrize("name", ["Snake-v1", "Game2048-v1", "Minesweeper-v0"])
+def test_jumanji_matches_jumanji_with_its_mask_appended(name):
+    jumanji = _require("jumanji")
+    from jaxrl_fast.envs.jumanji_env import FIELDS, make_jumanji_env
+
+    game = jumanji.make(name)
+    limit = 30  # envs without a time limit of their own (Snake's is 4,000)
+    env = make_jumanji_env(name, 2, max_steps=limit)
+    own = getattr(game, "time_limit", None)
+    cells = {"Minesweeper-v0": 100}.get(name, 4)
+    assert env.spec.action_mask and env.spec.num_actions == cells
+    assert env.spec.max_episode_steps == (own or limit)
+
+    def obs(ts):
+        parts = [getattr(ts.observation, f).astype(jnp.float32).reshape(-1) for f in FIELDS[name]]
+        mask = ts.observation.action_mask.reshape(-1).astype(jnp.float32)
+        return jnp.concatenate(parts + [mask])
+
+    def ref_reset(key):
+        state, ts = game.reset(key)
+        return (state, ts, 0), obs(ts)
+
+    def ref_step(key, inner, action):
+        if name == "Minesweeper-v0":
+            action = jnp.stack([action // 10, action % 10])
+        state, ts = game.step(inner[0], action)
+        return (state, ts, inner[2] + 1), obs(ts), ts.reward
+
+    def ref_done(inner):
+        ts, t = inner[1], inner[2]
+        last = ts.step_type == 2
+        return last & (ts.discount == 0), (last & (ts.discount == 1)) | (own is None and t >= limit)
+
+    counts = _check_against(env, ref_reset, ref_step, ref_done, steps=70)
+    assert counts["terminated"] + counts["truncated"] >= 1, counts
+
+
+def test_masked_random_actions_never_make_an_illegal_move_in_2048():
+    """Pgx ends a game at an illegal move with reward -1: masked exploration never makes one,
+    unmasked exploration does."""
+    _require("pgx")
+    from jaxrl_fast.agent.exploration import epsilon_greedy
+    from jaxrl_fast.agent.masks import legal_actions
+
+    env = make_env("pgx:2048", 16)
+
+    def rewards(masked: bool):
+        def body(state_obs, key):
+            state, obs = state_obs
+            legal = legal_actions(obs, 4) if masked else None
+            action = epsilon_greedy(key, jnp.zeros((16, 4)), 1.0, 4, legal)
+            state, obs, reward, _, _ = env.step(jax.random.fold_in(key, 1), state, action)
+            return (state, obs), reward
+
+        start = env.reset(jax.random.key(0))
+        keys = jax.random.split(jax.random.key(1), 300)
+        return np.asarray(jax.jit(lambda s: jax.lax.scan(body, s, keys)[1])(start))
+
+    assert rewards(True).min() >= 0.0
+    assert rewards(False).min() == -1.0
+
+
 # -- training on suite envs -------------------------------------------------------------------
 
 
@@ -284,13 +372,18 @@ def _random_return(name: str, steps: int = 400) -> float:
 
 
 @pytest.mark.slow
-def test_pgx_minatar_trains_with_dqn_and_pqn():
-    """Both learners run on a suite env with vmapped seeds: a Pgx MinAtar game on the CNN."""
-    _require("pgx")
+@pytest.mark.parametrize(
+    ("name", "network"),
+    [("pgx:minatar-breakout", {"kind": "auto", "conv_channels": (8,), "hidden_sizes": (32,)}),
+     ("jumanji:Minesweeper-v0", {"kind": "mlp", "hidden_sizes": (32,)})],
+)  # fmt: skip
+def test_suite_envs_train_with_dqn_and_pqn(name, network):
+    """Both learners run on suite envs with vmapped seeds: a Pgx MinAtar game on the CNN, and
+    Jumanji's Minesweeper with its 100 masked actions."""
+    _require(name.split(":")[0])
     from jaxrl_fast import train
 
-    dqn = _suite_config("pgx:minatar-breakout", network={"kind": "auto", "conv_channels": (8,),
-                        "hidden_sizes": (32,)}, total_env_steps=1_600, learning_starts=400,
+    dqn = _suite_config(name, network=network, total_env_steps=1_600, learning_starts=400,
                         num_seeds=2, num_chunks=2, eval_every=600, eval_episodes=2)  # fmt: skip
     pqn = dqn.replace(
         learner="rollout", learning_starts=0, train_frequency=64, updates_per_block=4,
@@ -300,7 +393,7 @@ def test_pgx_minatar_trains_with_dqn_and_pqn():
     )  # fmt: skip
     for cfg in (dqn, pqn):
         r = train(cfg, progress=False)
-        assert r.config.env.name == "pgx:minatar-breakout"
+        assert r.config.env.name == name
         evals = [h["eval_return"] for h in r.history if "eval_return" in h]
         assert len(evals) == 2 and all(len(e) == 2 for e in evals)
         assert np.all(np.isfinite([h["loss"] for h in r.history]))
