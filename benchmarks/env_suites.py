@@ -1,12 +1,14 @@
 """The JAX env suites in the fused loop: its speed against the env alone, and what it learns.
 
     pip install -e ".[suites]"
-    python benchmarks/env_suites.py            # one env per suite: ~12 min on 2 cores
+    python benchmarks/env_suites.py            # 7 envs, 6 suites: ~15 min on 2 cores
     python benchmarks/env_suites.py --quick    # budgets / 10 (a smoke run)
     python benchmarks/env_suites.py --only pgx:2048 --merge
 
 Writes `benchmarks/results/env_suites/env_suites[-quick].{json,md}`. Per env (one per suite,
 `ENVS`), in one process, one after the other:
+
+(`brax:reacher` trains on its 9 x 9 = 81-action grid.)
 
 - **env alone**: the env's own steps for all seeds' envs (`S x E`) with uniformly random
   actions (legal ones for a masked env), in one jitted scan of the library's adapter (its
@@ -59,6 +61,7 @@ ENVS = (
     ("pgx:minatar-breakout", {"preset": "minatar-breakout"}, 154_000),
     ("pgx:2048", {"env": {"num_envs": 8}, "learning_starts": 2_000}, 60_000),
     ("jumanji:Snake-v1", {"env": {"num_envs": 8}, "learning_starts": 2_000}, 60_000),
+    ("brax:reacher", {"env": {"num_envs": 8, "discretise": 9}, "learning_starts": 2_000}, 30_000),
     ("craftax:Craftax-Classic-Symbolic-v1",
      {"env": {"num_envs": 8}, "learning_starts": 2_000, "eval_epsilon": 0.1}, 20_000),
 )  # fmt: skip
@@ -79,10 +82,12 @@ def config_for(name: str, changes: dict, steps: int, quick: bool) -> TrainConfig
     return cfg.replace(total_env_steps=total, num_chunks=chunks, eval_every=total)
 
 
-def env_alone(name: str, num_envs: int, steps: int = 512, seed: int = 0) -> dict:
+def env_alone(
+    name: str, num_envs: int, steps: int = 512, seed: int = 0, discretise: int | None = None
+) -> dict:
     """Env-steps/s of `num_envs` envs under uniformly random (legal) actions, and the mean
     return of the episodes they finish."""
-    env = make_env(name, num_envs=num_envs)
+    env = make_env(name, num_envs=num_envs, discretise=discretise)
     spec = env.spec
 
     def body(carry, key):
@@ -115,7 +120,8 @@ def env_alone(name: str, num_envs: int, steps: int = 512, seed: int = 0) -> dict
 
 def run_env(name: str, changes: dict, steps: int, quick: bool) -> dict:
     cfg = config_for(name, changes, steps, quick)
-    alone = env_alone(name, SEEDS * cfg.env.num_envs)
+    alone = env_alone(name, SEEDS * cfg.env.num_envs, discretise=cfg.env.discretise)
+    spec = make_env(name, discretise=cfg.env.discretise).spec
     t0 = time.perf_counter()
     result = train(cfg, progress=False)
     wall = time.perf_counter() - t0
@@ -124,12 +130,11 @@ def run_env(name: str, changes: dict, steps: int, quick: bool) -> dict:
     row = {
         "env": name,
         "suite": name.split(":")[0],
-        "masked": make_env(name).spec.action_mask,
+        "masked": spec.action_mask,
         "env_steps_per_seed": cfg.total_env_steps,
         "num_seeds": SEEDS,
         "num_envs": cfg.env.num_envs,
-        "network": f"{cfg.network.torso(make_env(name).spec.obs_shape)} "
-        f"{list(cfg.network.hidden_sizes)}",
+        "network": f"{cfg.network.torso(spec.obs_shape)} {list(cfg.network.hidden_sizes)}",
         "alone_env_steps_per_s": alone["env_steps_per_s"],
         "loop_env_steps_per_s": result.train_env_steps_per_s,
         "final_return": final,

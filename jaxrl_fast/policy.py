@@ -81,7 +81,9 @@ class Policy:
 
     def q_values(self, obs: Any, carry: Any = None) -> Any:
         """Q-values `[A]` of one observation `[*obs_shape]`, or `[B, A]` of a batch; a recurrent
-        policy takes its carry too and returns `(q, carry)`. Jit-able.
+        policy takes its carry too and returns `(q, carry)`. Jit-able. For a masked env
+        (`spec.action_mask`) an illegal action's value is `agent.masks.ILLEGAL_Q`, so `act`
+        picks legal actions only.
 
         Raises:
           ValueError: an observation of another shape, or a carry missing or given wrongly.

@@ -174,11 +174,13 @@ def make_batched_env(
 
 
 class Suite(NamedTuple):
-    """One env suite: `build(name, num_envs)` makes the `Env` of `prefix + ":" + name`."""
+    """One env suite: `build(name, num_envs)` makes the `Env` of `prefix + ":" + name` (a
+    `continuous` suite's: `build(name, num_envs, discretise=N)`, its actions a grid)."""
 
     prefix: str  # "craftax": its envs are named "craftax:<name>"
     extra: str  # the pip extra that installs it: pip install 'jaxrl-fast[<extra>]'
     package: str  # the module whose import fails when the extra is missing
     names: tuple[str, ...]  # its env names, without the prefix
-    build: Callable[[str, int], Env]
+    build: Callable[..., Env]
     about: str  # one line for `jaxrl-fast envs`
+    continuous: bool = False  # its actions are continuous: trained on `EnvConfig.discretise`

@@ -23,12 +23,13 @@ def list_envs(*, continuous: bool = False) -> list[str]:
     "envpool:<Game>-v5" Atari games; with `continuous`, only the gymnax continuous-action envs
     (trained with `EnvConfig.discretise`). Import paths ("package.module:factory") are accepted
     too but not listed."""
+    installed = [s for s in suites.suites() if suites.installed(s)]
     if continuous:
-        return gymnax_continuous_envs()
+        return gymnax_continuous_envs() + [
+            f"{s.prefix}:{n}" for s in installed if s.continuous for n in s.names
+        ]
     names = gymnax_discrete_envs() + list(PROBE_ENVS) + custom.registered_envs()
-    for suite in suites.suites():
-        if suites.installed(suite):
-            names += [f"{suite.prefix}:{n}" for n in suite.names]
+    names += [f"{s.prefix}:{n}" for s in installed if not s.continuous for n in s.names]
     try:
         from jaxrl_fast.envs.envpool_env import PREFIX, atari_games
 
@@ -62,7 +63,7 @@ def make_env(
       atari: Atari settings (envpool only).
       seed: envpool's seed (gymnax envs take their randomness from the keys given to them).
       evaluation: envpool only: whole games, unclipped rewards.
-      discretise: a continuous-action gymnax env's values per action dimension (its actions
+      discretise: a continuous-action gymnax or Brax env's values per action dimension (its actions
         are then the joint grid's points, `envs.wrappers`); None for discrete-action envs.
       param_fields: gymnax env parameters that vary over seeds or training
         (`envs.variation`); the env then carries their values in its state.
@@ -87,23 +88,23 @@ def make_env(
             f"EnvConfig.num_envs={num_envs!r} is not allowed; expected a positive int."
         )
     suite = suites.find(name)
-    fixed = name in PROBE_ENVS or name.startswith("envpool:") or suite is not None
+    fixed = name in PROBE_ENVS or name.startswith("envpool:")
     if discretise is not None and fixed:
         raise ValueError(
             f"EnvConfig.discretise={discretise!r} is for continuous-action gymnax envs "
             f"({', '.join(gymnax_continuous_envs())}); {name} has discrete actions."
         )
-    if param_fields and fixed:
+    if param_fields and (fixed or suite is not None):
         raise ValueError(
             f"EnvConfig.variants / curriculum vary gymnax env parameters; {name} has none."
         )
-    if observe and fixed:
+    if observe and (fixed or suite is not None):
         raise ValueError(
             f"EnvConfig.observe={tuple(observe)} is for gymnax vector observations; {name} is "
             "not a gymnax env. Use observe=()."
         )
     if suite is not None:
-        return suites.make_suite_env(*suite, num_envs)
+        return suites.make_suite_env(*suite, num_envs, discretise=discretise)
     own = custom.lookup(name)
     if own is not None:
         return adapt_gymnax(

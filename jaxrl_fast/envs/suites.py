@@ -2,7 +2,7 @@
 
 An env of a suite is named "suite:EnvName" ("craftax:Craftax-Classic-Symbolic-v1",
 "navix:Navix-Empty-5x5-v0", "xminigrid:MiniGrid-Empty-8x8", "pgx:minatar-breakout",
-"jumanji:Snake-v1"), on the
+"jumanji:Snake-v1", "brax:reacher" with `EnvConfig.discretise`), on the
 command line (`--env pgx:minatar-breakout`) as in `EnvConfig.name`. A suite is a module that
 defines a `Suite`: its prefix, the pip extra that installs it, its env names (a fixed list, which
 a test checks against the suite's own registry, so that a bad name is refused at once, installed
@@ -14,7 +14,7 @@ without its auto-reset, with terminated and truncated kept apart. So auto-reset,
 statistics, replay, PQN, evaluation, sweeps and resume treat every suite alike.
 
     >>> [s.prefix for s in suites()]
-    ['craftax', 'navix', 'xminigrid', 'pgx', 'jumanji']
+    ['craftax', 'navix', 'xminigrid', 'pgx', 'jumanji', 'brax']
     >>> find("pgx:minatar-breakout")[1]
     'minatar-breakout'
 """
@@ -78,14 +78,21 @@ def installed(suite: Suite) -> bool:
     return importlib.util.find_spec(suite.package) is not None
 
 
-def make_suite_env(suite: Suite, name: str, num_envs: int) -> Env:
-    """Build `num_envs` envs of `suite`'s env `name` (without the prefix).
+def make_suite_env(suite: Suite, name: str, num_envs: int, *, discretise: int | None = None) -> Env:
+    """Build `num_envs` envs of `suite`'s env `name` (without the prefix); a continuous suite's
+    with `discretise` values per action dimension.
 
     Raises:
-      ValueError: `name` is not one of the suite's envs (the message lists them).
+      ValueError: `name` is not one of the suite's envs (the message lists them), or
+        `discretise` given for a discrete-action suite.
       ImportError: the suite's extra is not installed (the message names the install command).
     """
     full = f"{suite.prefix}:{name}"
+    if discretise is not None and not suite.continuous:
+        raise ValueError(
+            f"EnvConfig.discretise={discretise!r} is for continuous-action envs; {full} has "
+            "discrete actions. Leave discretise unset (None)."
+        )
     if name not in suite.names:
         close = difflib.get_close_matches(name, suite.names, n=3)
         hint = f" Did you mean {', '.join(repr(f'{suite.prefix}:{c}') for c in close)}?"
@@ -100,6 +107,8 @@ def make_suite_env(suite: Suite, name: str, num_envs: int) -> Env:
             f"EnvConfig.name={full!r} needs the {suite.extra} extra: "
             f"pip install 'jaxrl-fast[{suite.extra}]'"
         ) from err
+    if suite.continuous:
+        return suite.build(name, num_envs, discretise=discretise)
     return suite.build(name, num_envs)
 
 
@@ -109,9 +118,16 @@ def suite_envs() -> list[str]:
 
 
 def _register_built_in() -> None:
-    from jaxrl_fast.envs import craftax_env, jumanji_env, navix_env, pgx_env, xminigrid_env
+    from jaxrl_fast.envs import (
+        brax_env,
+        craftax_env,
+        jumanji_env,
+        navix_env,
+        pgx_env,
+        xminigrid_env,
+    )
 
-    for module in (craftax_env, navix_env, xminigrid_env, pgx_env, jumanji_env):
+    for module in (craftax_env, navix_env, xminigrid_env, pgx_env, jumanji_env, brax_env):
         register_suite(module.SUITE)
 
 

@@ -196,7 +196,7 @@ def _assert_learned_probe_masked(result, cfg):
 @pytest.mark.slow
 @pytest.mark.learning
 @pytest.mark.parametrize("variant", ["dqn", "c51", "pqn"])
-def test_probe_masked_learns_q_star_over_legal_actions(variant):
+def test_probe_masked_learns_q_star_over_legal_actions(variant, tmp_path):
     cfg = _probe_masked()
     if variant == "c51":
         network = dataclasses.replace(cfg.network, head="c51", v_min=-1.0, v_max=2.0)
@@ -213,3 +213,12 @@ def test_probe_masked_learns_q_star_over_legal_actions(variant):
         )  # fmt: skip
     result = train(cfg, progress=False)
     _assert_learned_probe_masked(result, cfg)
+    if variant == "dqn":  # a saved policy keeps the mask (its spec says so)
+        from jaxrl_fast.policy import Policy
+
+        result.policy(0).save(tmp_path / "p.npz")
+        loaded = Policy.load(tmp_path / "p.npz")
+        assert loaded.spec.action_mask
+        tempting = np.asarray([[0, 1, 1, 0, 1]], np.float32)  # state 1: action 1 illegal
+        q = np.asarray(loaded.q_values(tempting))
+        assert q[0, 1] < -1e29 and int(loaded.act(tempting)[0]) == 2

@@ -32,7 +32,7 @@ def test_every_listed_name_is_one_of_the_suites_own():
     assert set(pgx_env.NAMES) <= set(pgx.available_envs())
     assert set(craftax_env.NAMES) == {"Craftax-Symbolic-v1", "Craftax-Classic-Symbolic-v1"}
     assert [s.prefix for s in suites.suites()] == [
-        "craftax", "navix", "xminigrid", "pgx", "jumanji"]  # fmt: skip
+        "craftax", "navix", "xminigrid", "pgx", "jumanji", "brax"]  # fmt: skip
     listed = suites.suite_envs()
     assert "pgx:minatar-breakout" in listed and "navix:Navix-Empty-5x5-v0" in listed
     assert len(listed) == len(set(listed))
@@ -316,6 +316,36 @@ def test_masked_random_actions_never_make_an_illegal_move_in_2048():
 
     assert rewards(True).min() >= 0.0
     assert rewards(False).min() == -1.0
+
+
+@pytest.mark.slow
+def test_brax_reacher_matches_brax_on_its_81_action_grid():
+    _require("brax")
+    from brax import envs as brax_envs
+
+    from jaxrl_fast.envs.brax_env import BACKEND, make_brax_env
+    from jaxrl_fast.envs.wrappers import make_action_grid
+
+    with pytest.raises(ValueError, match=r"set EnvConfig.discretise=N"):
+        make_env("brax:reacher", 2)
+    with pytest.raises(ValueError, match=r"discretise=9 is for continuous-action envs"):
+        make_env("pgx:minatar-breakout", 2, discretise=9)
+    arm = brax_envs.get_environment("reacher", backend=BACKEND)
+    env = make_brax_env("reacher", 2, discretise=9, episode_length=5)
+    assert env.spec.num_actions == 81 and env.spec.obs_shape == (arm.observation_size,)
+    grid = make_action_grid([-1.0, -1.0], [1.0, 1.0], 9)
+
+    def ref_reset(key):
+        s = arm.reset(key)
+        return (s, 0), s.obs
+
+    def ref_step(key, inner, action):
+        s = arm.step(inner[0], grid.to_continuous(action))
+        return (s, inner[1] + 1), s.obs, s.reward
+
+    counts = _check_against(env, ref_reset, ref_step, lambda i: (i[0].done > 0, i[1] >= 5), 12)
+    assert counts == {"terminated": 0, "truncated": 4}, counts  # steps 5 and 11, both envs
+    assert "brax:reacher" in __import__("jaxrl_fast").envs.list_envs(continuous=True)
 
 
 # -- training on suite envs -------------------------------------------------------------------
