@@ -293,6 +293,51 @@ def test_jumanji_matches_jumanji_with_its_mask_appended(name):
     assert counts["terminated"] + counts["truncated"] >= 1, counts
 
 
+def _lowest_legal(key, state):
+    return jnp.argmax(state.legal_action_mask).astype(jnp.int32)
+
+
+def test_pgx_versus_rewards_the_learner_at_every_outcome():
+    """Tic-tac-toe against an opponent that plays its lowest legal square: one env step is the
+    learner's move and the reply; the learner's reward at a win, a loss (on the reply), a draw
+    and an illegal move; its side drawn per episode; the observation is its own view."""
+    _require("pgx")
+    from jaxrl_fast.envs.pgx_env import make_versus_env
+
+    env = make_versus_env("tic_tac_toe", 1, opponent=_lowest_legal)
+    assert env.spec.action_mask and env.spec.obs_shape == (3 * 3 * 2 + 9,)
+    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    opens = []  # per reset key: does the learner open (an empty board)?
+    for k in range(16):
+        _, obs = reset(jax.random.key(k))
+        board = np.asarray(obs)[0, :18].reshape(3, 3, 2)
+        opens.append(not board.any())
+        if not opens[-1]:  # the opponent opened at square 0, seen as the other side's mark
+            assert board[0, 0, 1] and board.sum() == 1
+    assert any(opens) and not all(opens)  # both sides are drawn
+    first = opens.index(True)
+
+    def play(moves):
+        state, _ = reset(jax.random.key(first))
+        out = []
+        for i, a in enumerate(moves):
+            state, obs, r, done, info = step(jax.random.key(100 + i), state, jnp.array([a]))
+            out.append((float(r[0]), bool(info["terminated"][0]), bool(info["truncated"][0])))
+        return out, np.asarray(obs)[0]
+
+    # a win: 4, 3, 5 against replies 0, 1
+    out, obs = play([4, 3, 5])
+    assert out == [(0.0, False, False), (0.0, False, False), (1.0, True, False)]
+    board = obs[:18].reshape(9, 2)
+    assert board[[3, 4, 5], 0].all() and board[[0, 1], 1].all()  # the learner's view
+    # a loss on the reply: 8, 7, 5 against 0, 1, 2
+    assert play([8, 7, 5])[0] == [(0.0, False, False), (0.0, False, False), (-1.0, True, False)]
+    # a draw: the board full without a line
+    assert play([1, 3, 4, 6, 8])[0][-1] == (0.0, True, False)
+    # an illegal move (an occupied square) loses
+    assert play([4, 4])[0] == [(0.0, False, False), (-1.0, True, False)]
+
+
 def test_masked_random_actions_never_make_an_illegal_move_in_2048():
     """Pgx ends a game at an illegal move with reward -1: masked exploration never makes one,
     unmasked exploration does."""
