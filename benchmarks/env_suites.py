@@ -1,14 +1,15 @@
 """The JAX env suites in the fused loop: its speed against the env alone, and what it learns.
 
     pip install -e ".[suites]"
-    python benchmarks/env_suites.py            # 7 envs, 6 suites: ~15 min on 2 cores
+    python benchmarks/env_suites.py            # 8 envs, 6 suites: ~15 min on 2 cores
     python benchmarks/env_suites.py --quick    # budgets / 10 (a smoke run)
     python benchmarks/env_suites.py --only pgx:2048 --merge
 
 Writes `benchmarks/results/env_suites/env_suites[-quick].{json,md}`. Per env (one per suite,
 `ENVS`), in one process, one after the other:
 
-(`brax:reacher` trains on its 9 x 9 = 81-action grid.)
+(`brax:reacher` trains on its 9 x 9 = 81-action grid; `pgx:connect_four` plays a random legal
+opponent, so its return is win rate minus loss rate.)
 
 - **env alone**: the env's own steps for all seeds' envs (`S x E`) with uniformly random
   actions (legal ones for a masked env), in one jitted scan of the library's adapter (its
@@ -60,6 +61,7 @@ ENVS = (
     ("xminigrid:MiniGrid-Empty-8x8", {"env": {"num_envs": 8}, "learning_starts": 2_000}, 60_000),
     ("pgx:minatar-breakout", {"preset": "minatar-breakout"}, 154_000),
     ("pgx:2048", {"env": {"num_envs": 8}, "learning_starts": 2_000}, 60_000),
+    ("pgx:connect_four", {"env": {"num_envs": 8}, "learning_starts": 2_000}, 100_000),
     ("jumanji:Snake-v1", {"env": {"num_envs": 8}, "learning_starts": 2_000}, 60_000),
     ("brax:reacher", {"env": {"num_envs": 8, "discretise": 9}, "learning_starts": 2_000}, 30_000),
     ("craftax:Craftax-Classic-Symbolic-v1",
