@@ -159,6 +159,7 @@ def pytest_collection_modifyitems(config, items):
 # default it would hand out the files with the most tests first and end on the long ones).
 LONGEST = (
     "test_docs_examples.py",
+    "test_suites.py",
     "test_recurrent.py",
     "test_envpool.py",
     "test_multiprocess.py",
