@@ -52,14 +52,14 @@ _MLP = dict(
     env={"num_envs": 8},
     network={"kind": "mlp", "hidden_sizes": (128, 128)},
     replay={"capacity": 50_000, "batch_size": 64},
-    dqn={"learning_rate": 5e-4, "target_period": 512, "gamma": 0.99},
+    dqn={"learning_rate": 1e-3, "target_period": 96, "gamma": 0.95},
     schedule={"epsilon_fraction": 0.3},
     train_frequency=8,
     eval_episodes=8,
 )  # fmt: skip
 # one env per suite: (name, changes to `_MLP` or a preset, env steps per seed)
 ENVS = (
-    ("navix:Navix-DoorKey-5x5-v0", {"env": {"num_envs": 8}, "learning_starts": 2_000}, 60_000),
+    ("navix:Navix-Empty-8x8-v0", {"env": {"num_envs": 8}, "learning_starts": 2_000}, 60_000),
     ("xminigrid:MiniGrid-Empty-8x8", {"env": {"num_envs": 8}, "learning_starts": 2_000}, 60_000),
     ("pgx:minatar-breakout", {"preset": "minatar-breakout"}, 154_000),
     ("pgx:2048", {"env": {"num_envs": 8}, "learning_starts": 2_000}, 60_000),

@@ -39,7 +39,9 @@ def legal_actions(obs: Array, num_actions: int) -> Array:
 
 def mask_q(q: Array, legal: Array | None) -> Array:
     """`q [..., A]` with the illegal actions' values set to `ILLEGAL_Q` (`legal=None`: all
-    legal)."""
+    legal). A state without any legal action (a trapped Snake, which its env ends at the next
+    step) is read unmasked: its mask says nothing, and `ILLEGAL_Q` must never become a target."""
     if legal is None:
         return q
+    legal = legal | ~jnp.any(legal, axis=-1, keepdims=True)
     return jnp.where(legal, q, jnp.asarray(ILLEGAL_Q, q.dtype))

@@ -46,6 +46,21 @@ def test_epsilon_greedy_explores_and_exploits_legal_actions_only():
     assert set(unmasked.tolist()) == {0, 1, 2, 3}  # without a mask every action is drawn
 
 
+def test_a_state_without_legal_actions_is_read_unmasked():
+    q = jnp.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])
+    legal = jnp.array([[True, False, False], [False, False, False]])
+    expected = [[1.0, ILLEGAL_Q, ILLEGAL_Q], [1.0, 2.0, 3.0]]
+    np.testing.assert_allclose(mask_q(q, legal), expected, rtol=1e-6)
+    # so a target bootstrapping from such a state stays finite
+    batch, _ = _masked_batch(jax.random.key(9))
+    batch = batch._replace(next_obs=batch.next_obs.at[:, 1:].set(0.0))  # no legal action
+    q_t = jax.random.normal(jax.random.key(10), (B, A))
+    params = {"cur": q_t, "next": q_t}
+    got = _loss("mse", True, lambda x: x, None, params, params, batch)
+    unmasked = make_loss(DQNConfig(loss="mse"), _FakeNet(lambda x: x))(params, params, batch)[0]
+    np.testing.assert_allclose(got, unmasked, rtol=1e-6)
+
+
 class _FakeNet:
     """`apply(params, obs)`: `params["cur"]` at the sampled observations (obs[:, 0] == 0) and
     `params["next"]` at the next ones, wrapped by `make_out`; so a test sets each pass's
