@@ -160,6 +160,7 @@ def pytest_collection_modifyitems(config, items):
 LONGEST = (
     "test_docs_examples.py",
     "test_suites.py",
+    "test_suite_training.py",
     "test_recurrent.py",
     "test_envpool.py",
     "test_multiprocess.py",
