@@ -132,9 +132,15 @@ def _make_losses(
 
 
 def _check_parts(
-    network: nn.Module, config: DQNConfig, recurrent: bool, sequence, action_mask: bool = False
-) -> None:
-    """Refuse, before anything is traced, parts that do not fit together."""
+    network: nn.Module,
+    config: DQNConfig,
+    recurrent: bool,
+    sequence,
+    action_mask: bool = False,
+    num_actions: int = 0,
+):
+    """Refuse, before anything is traced, parts that do not fit together; returns the masked
+    env's `legal(obs) -> [B, A]` (None for an env without masks)."""
     _losses.get(config.loss)  # an unknown name: a ValueError listing the known ones
     head = getattr(network, "value_head", heads.SCALAR)
     if recurrent and action_mask:
@@ -169,6 +175,7 @@ def _check_parts(
             f"DQNConfig.loss={config.loss!r} reads the {loss.head!r} head's output: set "
             f"NetworkConfig.head={loss.head!r} (got {head.name!r})."
         )
+    return partial(legal_actions, num_actions=num_actions) if action_mask else None
 
 
 def make_agent(
@@ -202,9 +209,8 @@ def make_agent(
       hparams: the `HParams` `init` stores by default (traced: `update` reads the state's).
       update_gamma: `(grad_step, hparams) -> gamma` of the recurrent loss (default: phase 0).
       clip: compile the global-norm clip (default: whether `hparams` clips).
-      action_mask: the env appends legal-action masks to its observations (`agent.masks`,
-        `EnvSpec.action_mask`): every Q-value computed from an observation is masked, and
-        exploration draws legal actions only.
+      action_mask: the observations end in legal-action masks (`agent.masks`): Q-values from
+        observations are masked, exploration draws legal actions.
 
     Functions computing Q-values take an optional shared `fp32` flag (`[]` bool; None: the
     agent's own), so the switch stays a real branch under the seed vmap. Raises
@@ -215,8 +221,7 @@ def make_agent(
     default_hp = hparams or _default_hparams(config, precision)
     clip = bool(math.isfinite(float(default_hp.max_grad_norm))) if clip is None else clip
     recurrent = getattr(network, "lstm", 0) > 0
-    _check_parts(network, config, recurrent, sequence, action_mask)
-    legal = partial(legal_actions, num_actions=num_actions) if action_mask else None
+    legal = _check_parts(network, config, recurrent, sequence, action_mask, num_actions)
     optimizer = optimizer_of(config, learning_rate, exchange, precision, clip)
     loss_scale = mp.make_loss_scale(precision)
     network_fp32 = network.clone(dtype=jnp.float32) if precision.fallback else network
@@ -227,21 +232,18 @@ def make_agent(
     streams = getattr(network, "rng_streams", ())
     forward = _forward(network, network_fp32, precision, recurrent, streams)
 
-    def initial_carry(num_envs: int) -> Any:
-        return network.initial_carry(num_envs) if recurrent else ()
+    initial_carry = network.initial_carry if recurrent else lambda num_envs: ()
+    explore = _explorer(legal, num_actions)
 
     def q_values(params: Params, obs: Array, fp32=False) -> Array:
-        """`[B, A]` float32 Q-values, in the policy's dtype or (if `fp32`) in fp32 (a recurrent
-        network: from the episode-start state)."""
+        """`[B, A]` float32 Q-values (masked, recurrent: from the episode start; `fp32`)."""
         out = forward(params, obs, initial_carry(obs.shape[0]) if recurrent else None, fp32)
         return mask_q(to_q(out[0] if recurrent else out), legal and legal(obs))
 
     def init(key: PRNGKey, example_obs: Array, hparams: HParams | None = None) -> AgentState:
         hp = jax.tree.map(jnp.asarray, default_hp if hparams is None else hparams)
         extra = (initial_carry(example_obs.shape[0]),) if recurrent else ()
-        rng = None
-        if streams:  # the updates' draws get a key of their own
-            key, rng = jax.random.split(key)
+        key, rng = jax.random.split(key) if streams else (key, None)  # the updates' own key
         params = network_fp32.init(key, example_obs, *extra)
         return AgentState(params, params, optimizer(hp).init(params), jnp.zeros((), jnp.int32),
                           loss_scale.init(hp), hp, rng)  # fmt: skip
@@ -258,16 +260,24 @@ def make_agent(
             key, noise_key = jax.random.split(key)
         out = forward(agent.params, obs, carry, fp32, noise_key)
         out, carry = out if recurrent else (out, carry)
-        allowed = legal and legal(obs)
-        q = mask_q(to_q(out), allowed)
-        return epsilon_greedy(key, q, epsilon, num_actions, allowed), carry
+        return explore(key, to_q(out), obs, epsilon), carry
 
     act = _feed_forward(policy, recurrent)
     update = make_update(loss_lowp, loss_fp32, loss_args, optimizer, precision, exchange)
-    if streams:  # each update draws with a fresh key: the loss's, and the state's next
-        update = _drawing(update)
+    update = _drawing(update) if streams else update  # a fresh key for each update's draws
     return Agent(init, act, update, update_target, q_values, precision, policy, initial_carry,
                  recurrent, partial(policy, noise=False))  # fmt: skip
+
+
+def _explorer(legal, num_actions: int) -> Callable:
+    """`explore(key, q, obs, epsilon) -> actions`: epsilon-greedy over the legal actions of
+    `obs` (`legal` None: every action)."""
+
+    def explore(key: PRNGKey, q: Array, obs: Array, epsilon: Array) -> Array:
+        allowed = None if legal is None else legal(obs)
+        return epsilon_greedy(key, mask_q(q, allowed), epsilon, num_actions, allowed)
+
+    return explore
 
 
 def _forward(network, network_fp32, precision: mp.PrecisionPolicy, recurrent: bool, streams):

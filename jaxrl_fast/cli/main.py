@@ -187,18 +187,6 @@ def _presets(args: argparse.Namespace) -> int:
     return 0
 
 
-def _envs(args: argparse.Namespace) -> int:
-    from jaxrl_fast.envs import list_envs, suites
-
-    if args.suites:
-        for s in suites.suites():
-            state = "installed" if suites.installed(s) else f"pip install 'jaxrl-fast[{s.extra}]'"
-            print(f"{s.prefix + ':':11s} {len(s.names):3d} envs  {s.about}  ({state})")
-        return 0
-    print("\n".join(list_envs(continuous=args.continuous)))
-    return 0
-
-
 def _add_run_args(parser: argparse.ArgumentParser) -> None:
     """Add the options `train` and `plan` share: preset, env, seeds, envs per seed."""
     parser.add_argument(
@@ -344,6 +332,7 @@ def make_parser(full_help: bool = False) -> argparse.ArgumentParser:
     m.add_argument("--json", action="store_true", help="print the plan as JSON")
     m.set_defaults(func=_plan)
     from jaxrl_fast import plot, xla_report
+    from jaxrl_fast.cli import envs as cli_envs
     from jaxrl_fast.cli import policy as cli_policy
     from jaxrl_fast.cli import sweep as cli_sweep
 
@@ -359,19 +348,7 @@ def make_parser(full_help: bool = False) -> argparse.ArgumentParser:
     cli_policy.add_parsers(sub)
     p = sub.add_parser("presets", help="list presets")
     p.set_defaults(func=_presets)
-    e = sub.add_parser("envs", help="list env names")
-    e.add_argument(
-        "--continuous",
-        action="store_true",
-        help="list the continuous-action envs instead (train them with --env.discretise N)",
-    )
-    e.add_argument(
-        "--suites",
-        action="store_true",
-        help="list the JAX env suites (`suite:EnvName`), each with its extra and whether it is "
-        "installed",
-    )
-    e.set_defaults(func=_envs)
+    cli_envs.add_parser(sub)
     return parser
 
 
