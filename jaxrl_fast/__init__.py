@@ -21,6 +21,7 @@ from jaxrl_fast.config import (  # noqa: E402
     PrecisionConfig,
     ReplayConfig,
     ScheduleConfig,
+    SelfPlayConfig,
     TrainConfig,
 )
 from jaxrl_fast.envs import list_envs, make_env  # noqa: E402
@@ -40,6 +41,7 @@ __all__ = [
     "QNetwork",
     "ReplayConfig",
     "ScheduleConfig",
+    "SelfPlayConfig",
     "TrainConfig",
     "TrainResult",
     "list_envs",

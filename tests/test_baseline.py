@@ -228,3 +228,11 @@ def test_the_baseline_refuses_the_rollout_learner():
 
     with pytest.raises(ValueError, match=r"learner='rollout' is not supported by the conventional"):
         train_unfused(presets.get("pqn-cartpole"))
+
+
+def test_the_baseline_refuses_selfplay():
+    cfg = _chain_config(selfplay={"pool_size": 4})
+    with pytest.raises(
+        ValueError, match=r"SelfPlayConfig.pool_size=4 \(self-play\) is not supported"
+    ):
+        train_unfused(cfg)

@@ -54,6 +54,7 @@ LAYERS = {
         "baseline",
         "compress",
         "policy",
+        "selfplay",
     },  # fmt: skip
     4: {"cli", "cli_sweep"},
 }

@@ -254,6 +254,12 @@ def _check_supported(config: TrainConfig) -> None:
             f"train_unfused: DemoConfig.source={config.demo.source!r} (demonstrations) is not "
             "supported by the conventional baseline; use source='' or the fused loop (train)."
         )
+    if config.selfplay.active:
+        raise ValueError(
+            f"train_unfused: SelfPlayConfig.pool_size={config.selfplay.pool_size} (self-play) "
+            "is not supported by the conventional baseline; use pool_size=0 or the fused loop "
+            "(train)."
+        )
     if config.network.lstm:
         raise ValueError(
             f"train_unfused: NetworkConfig.lstm={config.network.lstm} (a recurrent agent on "

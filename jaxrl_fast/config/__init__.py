@@ -7,6 +7,7 @@
     schedule   ScheduleConfig
     precision  PrecisionConfig
     demo       DemoConfig
+    selfplay   SelfPlayConfig
     parallel   ParallelConfig
     train      TrainConfig: the parts and the run's own fields; the checks that span parts
     fields     `knob(...)`: how a field declares its facts (sweepable, resume-overridable, alias)
@@ -40,6 +41,7 @@ from jaxrl_fast.config.schedule import (
     ScheduleConfig,
     parse_gamma_schedule,
 )
+from jaxrl_fast.config.selfplay import SelfPlayConfig
 from jaxrl_fast.config.train import PRNG_IMPLS, TrainConfig
 
 # Fields a sweep may vary: traced values of `HParams`, no shape or code path (`knob(sweep=True)`).
@@ -69,6 +71,7 @@ __all__ = [
     "SPILL_BLOCKS",
     "SWEEPABLE",
     "ScheduleConfig",
+    "SelfPlayConfig",
     "TrainConfig",
     "aliases",
     "capacity_share",

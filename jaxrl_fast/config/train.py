@@ -19,6 +19,7 @@ from jaxrl_fast.config.replay import ReplayConfig
 from jaxrl_fast.config.schedule import (
     ScheduleConfig,
 )
+from jaxrl_fast.config.selfplay import SelfPlayConfig
 from jaxrl_fast.registry import LEARNERS
 
 _SEED_LOOPS = ("auto", "vmap", "map")
@@ -35,7 +36,8 @@ class TrainConfig:
     `updates_per_block` gradient steps; the run is split into `num_chunks` host calls.
 
     Attributes:
-      env, network, replay, dqn, schedule, precision, parallel: the part configs.
+      env, network, replay, dqn, schedule, precision, parallel, demo, selfplay: the part
+        configs.
       total_env_steps: env steps per seed, prefill included.
       learning_starts: env steps collected before the first update.
       train_frequency: env steps per block (one block = collect, then update).
@@ -88,6 +90,7 @@ class TrainConfig:
     precision: PrecisionConfig = dataclasses.field(default_factory=PrecisionConfig)
     parallel: ParallelConfig = dataclasses.field(default_factory=ParallelConfig)
     demo: DemoConfig = dataclasses.field(default_factory=DemoConfig)
+    selfplay: SelfPlayConfig = dataclasses.field(default_factory=SelfPlayConfig)
     total_env_steps: int = 500_000
     learning_starts: int = 10_000
     train_frequency: int = 10
@@ -113,6 +116,7 @@ class TrainConfig:
             ("precision", PrecisionConfig),
             ("parallel", ParallelConfig),
             ("demo", DemoConfig),
+            ("selfplay", SelfPlayConfig),
         ):
             require(self, name, isinstance(getattr(self, name), cls), f"a {cls.__name__}")
         e = self.env.num_envs

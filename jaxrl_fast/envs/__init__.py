@@ -5,7 +5,16 @@ suites ("suite:EnvName": `envs/suites.py`, `register_suite`), one's own gymnax e
 
 from __future__ import annotations
 
-from jaxrl_fast.envs.base import Env, EnvSpec, EnvState, Suite, make_batched_env
+from jaxrl_fast.envs.base import (
+    Env,
+    EnvSpec,
+    EnvState,
+    Opponent,
+    Suite,
+    Versus,
+    fixed_opponent,
+    make_batched_env,
+)
 from jaxrl_fast.envs.custom import register, registered_envs, unregister
 from jaxrl_fast.envs.make import list_envs, make_env
 from jaxrl_fast.envs.probe import PROBE_ENVS, make_probe_env, optimal_q
@@ -18,9 +27,12 @@ __all__ = [
     "Env",
     "EnvSpec",
     "EnvState",
+    "Opponent",
     "PROBE_ENVS",
     "SeededEnv",
     "Suite",
+    "Versus",
+    "fixed_opponent",
     "list_envs",
     "make_action_grid",
     "make_batched_env",

@@ -63,6 +63,42 @@ class Env(NamedTuple):
     reset_with: Callable[[PRNGKey, dict], tuple[EnvState, Array]] | None = None
     params_of: Callable[[EnvState], dict] | None = None
     with_params: Callable[[EnvState, dict], EnvState] | None = None
+    # Two-player games (`Opponent`); None elsewhere. against(opponent, ctx) -> the same game's
+    # envs against `opponent`, whose own state starts at `ctx` (the state is then `Versus`).
+    against: Callable[[Opponent, Any], Env] | None = None
+
+
+class Opponent(NamedTuple):
+    """Who plays the other side of a two-player game (`Env.against`): pure functions over the
+    opponent's own state `ctx`, one per seed and shared by its envs (a pool of parameter
+    snapshots, say), which the env carries and never reads.
+
+    `draw(key, ctx) -> member` (int32) picks the opponent of a new episode in one env;
+    `act(key, ctx, member, game_state, obs) -> action` is its move, `obs` its own view in the
+    learner's layout (its legal-action mask appended); `record(ctx, member [E], outcome [E],
+    ended [E]) -> ctx` sees every step's ended episodes, `outcome` the learner's final return
+    (+1 a win, 0 a draw, -1 a loss in Pgx's games).
+    """
+
+    draw: Callable[[PRNGKey, Any], Array]
+    act: Callable[[PRNGKey, Any, Array, Any, Array], Array]
+    record: Callable[[Any, Array, Array, Array], Any]
+
+
+def fixed_opponent(move: Callable[[PRNGKey, Any], Array]) -> Opponent:
+    """An `Opponent` with no state of its own that plays `move(key, game_state) -> action`."""
+    return Opponent(
+        draw=lambda key, ctx: jnp.int32(0),
+        act=lambda key, ctx, member, game_state, obs: move(key, game_state),
+        record=lambda ctx, member, outcome, ended: ctx,
+    )
+
+
+class Versus(NamedTuple):
+    """The state of a two-player game's envs against an opponent with state (`Env.against`)."""
+
+    envs: EnvState
+    ctx: Any  # the opponent's state (`Opponent`)
 
 
 def append_legal(obs: Array, legal: Array) -> Array:

@@ -51,6 +51,9 @@ class SeededEnv(NamedTuple):
     reset_with: Callable[[PRNGKey, dict], tuple[Any, Array]] | None = None
     params_of: Callable[[Any], dict] | None = None
     with_params: Callable[[Any, dict], Any] | None = None
+    # a two-player game (`Env.against`): against(opponent, ctx) -> its `SeededEnv` against
+    # `opponent`, whose state (one per seed) starts at `ctx`
+    against: Callable[[Any, Any], SeededEnv] | None = None
 
 
 def make_seeded_env(env: Env, num_seeds: int) -> SeededEnv:
@@ -84,6 +87,9 @@ def make_seeded_env(env: Env, num_seeds: int) -> SeededEnv:
             reset_with=jax.vmap(env.reset_with) if varying else None,
             params_of=jax.vmap(env.params_of) if varying else None,
             with_params=jax.vmap(env.with_params) if varying else None,
+            against=None
+            if env.against is None
+            else (lambda opponent, ctx: make_seeded_env(env.against(opponent, ctx), num_seeds)),
         )
     if env.spec.num_envs % num_seeds:
         raise ValueError(

@@ -8,8 +8,11 @@ not called, so an extension costs nothing where it has nothing to do). The loop 
 extensions' hooks in the order of the list; hooks that touch different parts of the state
 commute.
 
-Hooks (`S` seeds, `E` envs per seed, all traced inside the compiled loop):
+Hooks (`S` seeds, `E` envs per seed; all but `env` traced inside the compiled loop):
 
+    env(seeded_env) -> seeded_env
+        the training envs the loop resets and steps (a two-player game against the
+        extension's own opponents, say); called once, when the loop is built
     init_keys(key [S], key_env [S]) -> (key, key_env)
         the seeds' loop and env keys before the envs reset (a replica folds its index in)
     reset_params(seed_ids [S], params) -> params
@@ -45,6 +48,7 @@ class Extension(NamedTuple):
     """One loop extension: a name and the hooks it supplies (None: not used)."""
 
     name: str
+    env: Callable | None = None
     init_keys: Callable | None = None
     reset_params: Callable | None = None
     reward: Callable | None = None
@@ -70,6 +74,11 @@ class Hooks(NamedTuple):
 
     def has(self, hook: str) -> bool:
         return bool(self._of(hook))
+
+    def env(self, seeded_env):
+        for f in self._of("env"):
+            seeded_env = f(seeded_env)
+        return seeded_env
 
     def init_keys(self, key, key_env):
         for f in self._of("init_keys"):

@@ -277,6 +277,7 @@ def make_train(
     config = run.config
     parts = make_parts(run, kinds or kinds_of(hparams_of(config)))
     hooks = fold((*builtin.DEFAULT, *extensions), parts)
+    parts = parts._replace(env=hooks.env(parts.env))  # the envs the loop steps
     agent, buffer = parts.agent, parts.buffer
     init = _make_init(parts, hooks)
     iteration, prefill = _make_iteration(parts, hooks)
@@ -307,7 +308,7 @@ def make_train(
         return hooks.eval_reduce(returns)
 
     seed_axes = SeedState(
-        agent=0, replay=buffer.seed_axes, env_state=run.env.state_axes, obs=0, key=0, carry=0
+        agent=0, replay=buffer.seed_axes, env_state=parts.env.state_axes, obs=0, key=0, carry=0
     )
     return TrainFns(
         init=init,
