@@ -25,7 +25,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from common import machine, machine_line, parser, stem, write_results
 
-from jaxrl_fast import selfplay  # noqa: E402
+from jaxrl_fast import presets, selfplay  # noqa: E402
 from jaxrl_fast.config import TrainConfig  # noqa: E402
 from jaxrl_fast.envs import make_env  # noqa: E402
 from jaxrl_fast.train import train  # noqa: E402
@@ -34,25 +34,16 @@ ENV = "pgx:connect_four"
 SEEDS = 2
 POOL, ADD_EVERY = 8, 2_500
 EVAL_GAMES, FINAL_GAMES, ROUND_ROBIN_GAMES = 100, 1_000, 200
-STEPS, QUICK_STEPS = 648_000, 24_000  # 40,000 and 1,000 blocks after the prefill
+STEPS, QUICK_STEPS = 648_000, 24_000  # 40,000 and 1,000 blocks after the prefill (8,000)
 ROWS = (("random opponent", None), ("pool, uniform", "uniform"), ("pool, dynamic", "dynamic"))
 
 
 def config(sampling: str | None, steps: int) -> TrainConfig:
-    cfg = TrainConfig().replace(
-        env={"name": ENV, "num_envs": 16},
-        network={"kind": "mlp", "hidden_sizes": (256, 256)},
-        replay={"capacity": 100_000, "batch_size": 128},
-        dqn={"learning_rate": 5e-4, "target_period": 800, "gamma": 0.99},
-        schedule={"epsilon_fraction": 0.2, "epsilon_end": 0.05},
-        train_frequency=16,
-        learning_starts=8_000,
-        total_env_steps=steps,
-        num_seeds=SEEDS,
-        eval_episodes=EVAL_GAMES,
-        eval_every=steps // 10,
-        num_chunks=20,
-    )
+    """The row's config: the `connect-four` preset (`board_presets`), with the row's pool; the
+    `selfplay-connect-four` preset is the "dynamic" row."""
+    cfg = presets.get("connect-four").replace(num_seeds=SEEDS, eval_episodes=EVAL_GAMES)
+    if steps != cfg.total_env_steps:
+        cfg = cfg.replace(total_env_steps=steps, eval_every=steps // 10)
     if sampling is not None:
         cfg = cfg.replace(selfplay={"pool_size": POOL, "add_every": ADD_EVERY,
                                     "sampling": sampling})  # fmt: skip

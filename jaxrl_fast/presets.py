@@ -43,6 +43,7 @@
   `c51-atari-pong`, `qr-dqn-atari-pong`, `iqn-atari-pong`, `m-dqn-atari-pong`,
   `rainbow-atari-pong`, `full-rainbow-atari-pong` (Dopamine's settings on `atari-pong`).
 * PQN (`jaxrl_fast.pqn`): `pqn-cartpole`, `pqn-minatar-<game>`, `pqn-atari-pong` (purejaxql's).
+* Board games (`jaxrl_fast.board_presets`): `connect-four`, `selfplay-connect-four`.
 
 Each gymnax preset was checked to learn with 2 seeds (both seeds' final greedy return well above
 a random policy's); its function's comment gives the measured returns and wall time.
@@ -55,7 +56,7 @@ from __future__ import annotations
 import difflib
 from typing import Callable
 
-from jaxrl_fast import dqn_family, pqn
+from jaxrl_fast import board_presets, dqn_family, pqn
 from jaxrl_fast.config import (
     DQNConfig,
     EnvConfig,
@@ -372,8 +373,8 @@ def _base(name: str) -> TrainConfig:
     return _PRESETS[name]()
 
 
-# The DQN family's (`jaxrl_fast.dqn_family`) and PQN's (`jaxrl_fast.pqn`) presets, on base presets.
-_PRESETS.update(dqn_family.presets(_base), **pqn.presets(_base))
+# The DQN family's, PQN's and the board games' presets (their modules), on base presets.
+_PRESETS.update(dqn_family.presets(_base), **pqn.presets(_base), **board_presets.presets(_base))
 
 DEFAULT = "cartpole"
 

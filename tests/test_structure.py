@@ -23,6 +23,7 @@ LAYERS = {
         "presets",
         "dqn_family",
         "pqn",
+        "board_presets",
         "hparams",
         "paths",
         "cpu_lowering",

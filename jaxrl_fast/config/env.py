@@ -174,6 +174,10 @@ class EnvConfig:
       observe: () for the whole observation, or the indices of the (flat, vector) gymnax
         observation entries the agent sees, e.g. (0, 2) for CartPole's cart position and pole
         angle without their velocities (a partially observed task for a recurrent agent).
+      suite_file: "" or the path of a data file a JAX suite's env reads: XLand-MiniGrid's
+        "xminigrid:XLand-MiniGrid-R*" envs draw each episode's rules from a ruleset benchmark,
+        a file `xminigrid.load_benchmark_from_path` reads (a bz2 pickle: load only files you
+        trust). This library downloads none (docs/env-suites.md).
     """
 
     name: str = knob("CartPole-v1", alias="--env")
@@ -184,6 +188,7 @@ class EnvConfig:
     variants: str | None = None
     curriculum: CurriculumConfig = dataclasses.field(default_factory=CurriculumConfig)
     observe: tuple[int, ...] = ()
+    suite_file: str = ""
 
     def __post_init__(self) -> None:
         require(self, "name", isinstance(self.name, str) and bool(self.name), "a non-empty env id")
@@ -213,6 +218,7 @@ class EnvConfig:
             and len(set(self.observe)) == len(self.observe),
             "() (the whole observation) or a tuple of distinct observation indices, e.g. (0, 2)",
         )
+        require(self, "suite_file", isinstance(self.suite_file, str), '"" or a file path')
         if self.observe and (self.reward_shaping or "").startswith("potential:"):
             raise ValueError(
                 f"EnvConfig.reward_shaping={self.reward_shaping!r} reads the env's whole "

@@ -220,3 +220,5 @@ class Suite(NamedTuple):
     build: Callable[..., Env]
     about: str  # one line for `jaxrl-fast envs`
     continuous: bool = False  # its actions are continuous: trained on `EnvConfig.discretise`
+    # what its envs read from `EnvConfig.suite_file` (its build then takes `file=`), "" if none
+    file: str = ""

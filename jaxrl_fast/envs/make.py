@@ -49,6 +49,7 @@ def make_env(
     discretise: int | None = None,
     param_fields: tuple[str, ...] = (),
     observe: tuple[int, ...] = (),
+    suite_file: str = "",
 ) -> Env:
     """Build a batched env by name.
 
@@ -69,6 +70,8 @@ def make_env(
         (`envs.variation`); the env then carries their values in its state.
       observe: a gymnax vector env's observation entries to keep (`EnvConfig.observe`); ()
         keeps all.
+      suite_file: a data file a suite's env reads (`EnvConfig.suite_file`: XLand-MiniGrid's
+        ruleset benchmarks).
 
     Raises:
       ImportError: a suite's env whose extra is not installed (the message names the command).
@@ -104,7 +107,12 @@ def make_env(
             "not a gymnax env. Use observe=()."
         )
     if suite is not None:
-        return suites.make_suite_env(*suite, num_envs, discretise=discretise)
+        return suites.make_suite_env(*suite, num_envs, discretise=discretise, file=suite_file)
+    if suite_file:
+        raise ValueError(
+            f"EnvConfig.suite_file={suite_file!r} is for a JAX suite's envs that read a data "
+            f"file (XLand-MiniGrid's XLand-MiniGrid-R* envs); {name} is not one. Leave it empty."
+        )
     own = custom.lookup(name)
     if own is not None:
         return adapt_gymnax(

@@ -155,5 +155,6 @@ def make_seeded(
         discretise=config.discretise,
         param_fields=config.varying_params,
         observe=config.observe,
+        suite_file=config.suite_file,
     )
     return make_seeded_env(env, num_seeds)

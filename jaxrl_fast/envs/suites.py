@@ -78,13 +78,16 @@ def installed(suite: Suite) -> bool:
     return importlib.util.find_spec(suite.package) is not None
 
 
-def make_suite_env(suite: Suite, name: str, num_envs: int, *, discretise: int | None = None) -> Env:
+def make_suite_env(
+    suite: Suite, name: str, num_envs: int, *, discretise: int | None = None, file: str = ""
+) -> Env:
     """Build `num_envs` envs of `suite`'s env `name` (without the prefix); a continuous suite's
-    with `discretise` values per action dimension.
+    with `discretise` values per action dimension; `file` a data file its envs read
+    (`Suite.file`, `EnvConfig.suite_file`).
 
     Raises:
-      ValueError: `name` is not one of the suite's envs (the message lists them), or
-        `discretise` given for a discrete-action suite.
+      ValueError: `name` is not one of the suite's envs (the message lists them),
+        `discretise` given for a discrete-action suite, or `file` for a suite that reads none.
       ImportError: the suite's extra is not installed (the message names the install command).
     """
     full = f"{suite.prefix}:{name}"
@@ -100,6 +103,11 @@ def make_suite_env(suite: Suite, name: str, num_envs: int, *, discretise: int | 
             f"EnvConfig.name={full!r} is not a {suite.prefix} env.{hint if close else ''} "
             f"Valid names: {', '.join(f'{suite.prefix}:{n}' for n in suite.names)}."
         )
+    if file and not suite.file:
+        raise ValueError(
+            f"EnvConfig.suite_file={file!r} is for suites whose envs read a data file; {full} "
+            "reads none. Leave suite_file empty."
+        )
     try:
         importlib.import_module(suite.package)
     except ImportError as err:
@@ -107,9 +115,10 @@ def make_suite_env(suite: Suite, name: str, num_envs: int, *, discretise: int | 
             f"EnvConfig.name={full!r} needs the {suite.extra} extra: "
             f"pip install 'jaxrl-fast[{suite.extra}]'"
         ) from err
-    if suite.continuous:
-        return suite.build(name, num_envs, discretise=discretise)
-    return suite.build(name, num_envs)
+    options = {"discretise": discretise} if suite.continuous else {}
+    if suite.file:
+        options["file"] = file
+    return suite.build(name, num_envs, **options)
 
 
 def suite_envs() -> list[str]:

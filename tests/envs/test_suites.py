@@ -198,6 +198,83 @@ def test_xminigrid_matches_xminigrid():
     assert counts["terminated"] + counts["truncated"] >= 2, counts
 
 
+def _tiny_benchmark(path):
+    """Two XLand rulesets: be next to a red ball (beside a green square), or next to a green
+    square (beside a red ball); no production rules."""
+    from xminigrid.core.constants import TILES_REGISTRY, Colors, Tiles
+    from xminigrid.core.goals import AgentNearGoal
+    from xminigrid.core.rules import EmptyRule
+
+    from jaxrl_fast.envs.xminigrid_env import save_benchmark
+
+    ball, square = (
+        TILES_REGISTRY[Tiles.BALL, Colors.RED],
+        TILES_REGISTRY[Tiles.SQUARE, Colors.GREEN],
+    )
+    save_benchmark(
+        {
+            "goals": np.stack(
+                [AgentNearGoal(tile=ball).encode(), AgentNearGoal(tile=square).encode()]
+            ),
+            "rules": np.stack([EmptyRule().encode()[None]] * 2),
+            "init_tiles": np.stack([np.stack([ball, square])] * 2),
+            "num_rules": np.zeros(2, np.int32),
+        },
+        str(path),
+    )
+    return str(path)
+
+
+def test_xland_rulesets_come_from_a_file_and_match_xminigrid(tmp_path):
+    xminigrid = _require("xminigrid")
+    from xminigrid.benchmarks import load_benchmark_from_path
+
+    path = _tiny_benchmark(tmp_path / "rules.pkl")
+    name = "XLand-MiniGrid-R1-9x9"
+    with pytest.raises(ValueError, match=r"set EnvConfig.suite_file to a benchmark file"):
+        make_env(f"xminigrid:{name}", 2)
+    with pytest.raises(FileNotFoundError, match=r"EnvConfig.suite_file='nope.pkl': no such file"):
+        make_env(f"xminigrid:{name}", 2, suite_file="nope.pkl")
+    (tmp_path / "bad.pkl").write_bytes(b"not a benchmark")
+    with pytest.raises(ValueError, match=r"is not a ruleset benchmark xminigrid can read"):
+        make_env(f"xminigrid:{name}", 2, suite_file=str(tmp_path / "bad.pkl"))
+    with pytest.raises(ValueError, match=r"XLand-MiniGrid-R\* envs; xminigrid:MiniGrid-Empty-5x5"):
+        make_env("xminigrid:MiniGrid-Empty-5x5", 2, suite_file=path)
+    with pytest.raises(ValueError, match=r"suite_file=.* navix:Navix-Empty-5x5-v0 reads none"):
+        make_env("navix:Navix-Empty-5x5-v0", 2, suite_file=path)
+    with pytest.raises(ValueError, match=r"suite_file=.*CartPole-v1 is not one"):
+        make_env("CartPole-v1", 2, suite_file=path)
+
+    game, params = xminigrid.make(name)
+    bench = load_benchmark_from_path(path)
+    env = make_env(f"xminigrid:{name}", 2, suite_file=path)
+
+    def ref_reset(key):
+        key_rules, key = jax.random.split(key)
+        ruleset = bench.sample_ruleset(key_rules)
+        ts = game.reset(params.replace(ruleset=ruleset), key)
+        return (ts, ruleset), ts.observation.astype(jnp.float32)
+
+    def ref_step(key, state, action):
+        ts = game.step(params.replace(ruleset=state[1]), state[0], action)
+        return (ts, state[1]), ts.observation.astype(jnp.float32), ts.reward
+
+    def ref_done(state):
+        return state[0].reward > 0, state[0].state.step_num >= params.max_steps
+
+    counts = _check_against(env, ref_reset, ref_step, ref_done, steps=2 * params.max_steps + 10)
+    assert counts["terminated"] + counts["truncated"] >= 2, counts
+    # both rulesets are drawn over resets, and the config reaches the env
+    from jaxrl_fast.config import EnvConfig
+    from jaxrl_fast.envs import make_seeded
+
+    seeded = make_seeded(EnvConfig(name=f"xminigrid:{name}", num_envs=8, suite_file=path), 2)
+    state, _ = jax.jit(seeded.reset)(jax.random.split(jax.random.key(3), 2))
+    assert set(np.asarray(state.inner[1].goal[..., 1]).ravel().tolist()) == {
+        int(ball_or_square) for ball_or_square in np.asarray(bench.goals[:, 1])
+    }
+
+
 @pytest.mark.slow
 def test_craftax_classic_matches_craftax_and_splits_its_done():
     _require("craftax")
