@@ -128,6 +128,25 @@ def test_a_match_between_lowest_legal_players_goes_to_the_opener(run):
     assert wins > losses
 
 
+@pytest.mark.slow
+def test_a_selfplay_run_resumes_bitwise_with_its_pool(run, tmp_path):
+    """Stopped in its last chunk and resumed from the first one's checkpoint, a self-play run ends where the whole run does:
+    the pool (snapshots, records, scores) is in the checkpoint."""
+    from conftest import StopRun, stop_at
+
+    from jaxrl_fast.train import train
+
+    cfg = run.config
+    with pytest.raises(StopRun):
+        train(cfg, progress=False, run_dir=tmp_path, checkpoint_every=1, on_chunk=stop_at(1))
+    resumed = train(cfg, progress=False, run_dir=tmp_path, resume=True)
+    assert resumed.resumed_chunks == 1
+    for a, b in zip(jax.tree.leaves(resumed.runner.seeds.env_state.ctx),
+                    jax.tree.leaves(run.runner.seeds.env_state.ctx), strict=True):  # fmt: skip
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(resumed.final_return, run.final_return)
+
+
 def test_selfplay_refusals():
     with pytest.raises(ValueError, match=r"SelfPlayConfig.pool_size=1 .*0 \(off\) or an int >= 2"):
         SelfPlayConfig(pool_size=1)

@@ -28,7 +28,8 @@ def test_every_listed_name_is_one_of_the_suites_own():
     assert set(jumanji_env.NAMES) <= set(jumanji.registered_environments())
     assert set(navix_env.NAMES) <= set(navix.registry())
     assert set(xminigrid_env.NAMES) <= set(xminigrid.registered_environments())
-    assert not any(n.startswith("XLand-") for n in xminigrid_env.NAMES)  # rulesets: downloaded
+    xland = {n for n in xminigrid.registered_environments() if n.startswith("XLand-")}
+    assert set(xminigrid_env.XLAND) == xland  # every XLand env: rulesets from a file
     assert set(pgx_env.NAMES) <= set(pgx.available_envs())
     assert set(craftax_env.NAMES) == {"Craftax-Symbolic-v1", "Craftax-Classic-Symbolic-v1"}
     assert [s.prefix for s in suites.suites()][:6] == [
