@@ -130,8 +130,8 @@ def test_a_match_between_lowest_legal_players_goes_to_the_opener(run):
 
 @pytest.mark.slow
 def test_a_selfplay_run_resumes_bitwise_with_its_pool(run, tmp_path):
-    """Stopped in its last chunk and resumed from the first one's checkpoint, a self-play run ends where the whole run does:
-    the pool (snapshots, records, scores) is in the checkpoint."""
+    """Stopped in its last chunk and resumed from the first one's checkpoint, a self-play run
+    ends where the whole run does: the pool (snapshots, records, scores) is in the checkpoint."""
     from conftest import StopRun, stop_at
 
     from jaxrl_fast.train import train

@@ -299,8 +299,9 @@ def test_craftax_classic_matches_craftax_and_splits_its_done():
         return s.player_health <= 0, s.timestep >= params.max_timesteps
 
     _check_against(env, ref_reset, ref_step, ref_done, steps=6)
-    # the step limit is a truncation; death (or lava) a termination, also at the limit
-    state, _ = env.reset(jax.random.key(3))
+    # the step limit is a truncation; death (or lava) a termination, also at the limit (the
+    # reset jitted as `_check_against` did: the same program; run eagerly it took ~9 s)
+    state, _ = jax.jit(env.reset)(jax.random.key(3))
     inner = state.inner
     at_limit = state._replace(inner=inner.replace(
         timestep=jnp.full_like(inner.timestep, params.max_timesteps - 1),
