@@ -82,11 +82,11 @@ def test_record_games_counts_outcomes_and_their_recent_score():
     np.testing.assert_allclose(replaced.score, [0.5] * 4)
 
 
-def test_pool_members_play_legal_moves():
+@pytest.mark.parametrize("size", [4, 10])  # every member's Q-values; the drawn one's gathered
+def test_pool_members_play_legal_moves(size):
     """Member 0 plays a random legal move; a snapshot its greedy move over the legal ones."""
-    pool = _pool_with(1)._replace(
-        params={"w": jnp.array([[0.0, 0, 0], [5.0, 9.0, 1.0]] + [[0.0] * 3] * 2)}
-    )
+    w = jnp.zeros((size, 3)).at[1].set(jnp.array([5.0, 9.0, 1.0]))
+    pool = _pool_with(1, size)._replace(params={"w": w})
     opponent = pool_opponent(lambda p, o: jnp.where(o[:, -3:] != 0, p["w"], -1e30), 3, "uniform")
     obs = jnp.array([0.3, 0.7, 1.0, 0.0, 1.0])  # features, then the mask: action 1 illegal
     assert int(opponent.act(jax.random.key(0), pool, jnp.int32(1), None, obs)) == 0
