@@ -37,7 +37,8 @@ def selfplay_connect_four() -> TrainConfig:
     )
 
 
-def presets(base: Callable[[str], TrainConfig]) -> dict[str, Callable[[], TrainConfig]]:
-    """The board games' presets by name (`base` unused: they start from `TrainConfig()`)."""
-    del base
-    return {"connect-four": connect_four, "selfplay-connect-four": selfplay_connect_four}
+# The board games' presets by name (they start from `TrainConfig()`, not a base preset).
+PRESETS: dict[str, Callable[[], TrainConfig]] = {
+    "connect-four": connect_four,
+    "selfplay-connect-four": selfplay_connect_four,
+}

@@ -373,8 +373,7 @@ def _base(name: str) -> TrainConfig:
     return _PRESETS[name]()
 
 
-# The DQN family's, PQN's and the board games' presets (their modules), on base presets.
-_PRESETS.update(dqn_family.presets(_base), **pqn.presets(_base), **board_presets.presets(_base))
+_PRESETS.update(dqn_family.presets(_base), **pqn.presets(_base), **board_presets.PRESETS)
 
 DEFAULT = "cartpole"
 

@@ -27,7 +27,7 @@ from jaxrl_fast.loop.parts import LoopParts
 from jaxrl_fast.types import Array
 
 RECENT = 0.05  # a game's weight in `Pool.score` (an average over the last ~1 / RECENT games)
-FLOOR = 0.1  # "dynamic": a member's weight is 1 + FLOOR - score, so none is never drawn
+FLOOR = 0.1  # "dynamic": a member's weight is 1 + FLOOR - score, so every member keeps a chance
 LATEST_SHARE = 0.5  # "latest": the newest snapshot's share of the draws
 # Pools up to this size compute every member's reply and keep the drawn one's: with 8 members
 # (Connect Four, MLP 256-256, 16 envs) a run's steps took 0.76x the time of gathering the drawn
