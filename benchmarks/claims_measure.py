@@ -537,8 +537,8 @@ def atari_layout() -> dict:
 
 
 def read_precision(results: str) -> dict:
-    """The CPU update-step rows of precision.json, and whether gpu_check.json (a GPU's
-    precision rows) is present."""
+    """The CPU update-step rows of precision.json, and whether the GPU kit's gpu_run.json (a
+    GPU's precision rows) is present."""
     with open(os.path.join(results, "precision", "precision.json")) as f:
         p = json.load(f)
     rows = []
@@ -556,7 +556,7 @@ def read_precision(results: str) -> dict:
                     }
                 )
     e2e = {k: v["speed_vs_fp32"] for k, v in p["end_to_end"]["runs"].items() if k != "fp32"}
-    gpu_path = os.path.join(results, "gpu_check", "gpu_check.json")
+    gpu_path = os.path.join(results, "gpu", "gpu_run.json")
     return {
         "machine": p["machine"],
         "rows": rows,

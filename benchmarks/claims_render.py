@@ -450,9 +450,9 @@ def _row_precision(c: _Ctx) -> dict:
     verdict, by = ratio_verdict(best["speedup"], ARTICLE["precision"]["x"])
     e2e = ", ".join(f"{k} {v:.2f}x" for k, v in p["end_to_end_speed_vs_fp32"].items())
     gpu = (
-        "GPU rows: benchmarks/results/gpu_check/gpu_check.json"
+        "GPU rows: benchmarks/results/gpu/gpu_run.json"
         if p["gpu_results"]
-        else "GPU rows missing: no GPU was lent (benchmarks/gpu_check.sh measures them)"
+        else "GPU rows missing: no GPU was lent (the GPU kit, benchmarks/gpu/run.sh, measures them)"
     )
     return c.row(
         "precision",

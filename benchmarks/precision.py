@@ -148,7 +148,7 @@ def update_step(
 ) -> dict:
     """Each variant's update step on `model` (interleaved, median ms per update).
 
-    `batch` overrides the model's batch size (`benchmarks/gpu_check.py --tiny` uses 8).
+    `batch` overrides the model's batch size (the GPU kit's `--tiny` rehearsal uses 8).
     `variants`: name -> `PrecisionConfig` fields (default: each of `DTYPES` as `compute`, the
     fallback compiled in); the first is the reference of `time_vs_fp32`.
     """

@@ -193,7 +193,7 @@ def flashbax_timers(
     """Fill flashbax's prioritised flat buffer; timers for it and its uniform flat buffer.
 
     `device` is flashbax's own choice of priority-update kernel ("cpu": a scan; "gpu"/"tpu":
-    a bincount); `benchmarks/gpu_check.py` passes the backend it runs on.
+    a bincount); the GPU kit (`benchmarks/gpu/sections.py`) passes the backend it runs on.
     """
     import flashbax as fbx
     from flashbax.buffers.trajectory_buffer import TrajectoryBufferState

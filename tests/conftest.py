@@ -118,24 +118,10 @@ SLOW_DOCTESTS = {
 }
 
 
-def pytest_addoption(parser):
-    parser.addoption(
-        "--run-gpu-check",
-        action="store_true",
-        help="also run the tests marked gpu_check: benchmarks/gpu_check.py's sections on the "
-        "CPU (about 1.5 min on 2 cores); run them before a session with a lent GPU",
-    )
-
-
 def pytest_collection_modifyitems(config, items):
-    run_gpu_check = config.getoption("--run-gpu-check")
     for item in items:
         if isinstance(item, pytest.DoctestItem) and item.name in SLOW_DOCTESTS:
             item.add_marker(pytest.mark.slow)
-        if item.get_closest_marker("gpu_check") is not None and not run_gpu_check:
-            item.add_marker(
-                pytest.mark.skip(reason="a benchmark script's smoke run: --run-gpu-check")
-            )
     # The longest files first (`LONGEST`, then by their number of slow tests), each file's tests
     # together and in order: xdist's `--dist loadfile` then hands the long files out first and
     # ends on short ones, and a module's shared fixtures are built once.
@@ -164,7 +150,7 @@ LONGEST = (
     "test_recurrent.py",
     "test_envpool.py",
     "test_multiprocess.py",
-    "test_gpu_check.py",
+    "test_gpu_kit.py",
     "test_claims.py",
     "test_variation.py",
     "test_checkpoint.py",

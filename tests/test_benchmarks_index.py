@@ -12,8 +12,6 @@ BENCH = ROOT / "benchmarks"
 # Modules that are not benchmarks themselves (imported by the scripts).
 HELPERS = {
     "common.py",
-    "gpu_markdown.py",
-    "gpu_sections.py",
     "reference_loop.py",
     "claims_measure.py",
     "claims_render.py",
@@ -23,11 +21,15 @@ HELPERS = {
     "applications_report.py",
 }
 SCRIPTS = {p.name for p in BENCH.glob("*.py")} - HELPERS
+# Kits: a folder of scripts that belong together, indexed as `folder/script` rows; its results
+# go to `results/<folder>/`.
+KITS = {"gpu": ("wheels.py", "run.sh")}
 
 
 def test_every_benchmark_script_has_a_row_in_the_index():
     index = (BENCH / "README.md").read_text()
-    missing = sorted(s for s in SCRIPTS if f"| `{s}` |" not in index)
+    rows = set(SCRIPTS) | {f"{kit}/{script}" for kit, scripts in KITS.items() for script in scripts}
+    missing = sorted(s for s in rows if f"| `{s}` |" not in index)
     assert not missing, f"benchmarks/README.md has no row for {missing}"
     for helper in HELPERS:
         assert f"`{helper}`" in index
@@ -38,7 +40,7 @@ def test_results_are_grouped_per_script():
     loose = sorted(p.name for p in results.iterdir() if p.is_file())
     assert not loose, f"results/ holds files outside a script's folder: {loose}"
     folders = {p.name for p in results.iterdir() if p.is_dir()}
-    scripts = {s.removesuffix(".py") for s in SCRIPTS}
+    scripts = {s.removesuffix(".py") for s in SCRIPTS} | set(KITS)
     assert folders <= scripts, f"results folders with no script: {sorted(folders - scripts)}"
     for folder in folders:
         assert any((results / folder).iterdir()), folder
@@ -53,7 +55,7 @@ def test_every_experiment_is_listed_in_its_index():
 
 
 def test_scripts_use_the_shared_helpers_and_never_edit_sys_path():
-    for path in sorted(BENCH.glob("*.py")):
+    for path in sorted([*BENCH.glob("*.py"), *BENCH.glob("gpu/*.py")]):
         text = path.read_text()
         assert "sys.path.insert" not in text and "sys.path.append" not in text, path.name
         if path.name in SCRIPTS:

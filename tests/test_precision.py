@@ -262,6 +262,7 @@ def _batch(reward=1.0, b=8):
 
 
 @pytest.mark.slow
+@pytest.mark.gpu
 def test_nonfinite_gradient_leaves_agent_bitwise_unchanged():
     agent = _agent()
     update = jax.jit(agent.update)
@@ -342,6 +343,7 @@ def test_network_computes_in_policy_dtype_with_fp32_params_and_q(compute, dtype)
 # ---- in the fused loop ------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.learning
+@pytest.mark.gpu
 @pytest.mark.parametrize("compute", ["bf16", "fp16"])
 def test_low_precision_learns_probe_chain(compute):
     cfg = tiny_config(precision=PrecisionConfig(compute=compute))
@@ -365,6 +367,7 @@ def _huge_rewards(env: Env, offset: float) -> Env:
 
 
 @pytest.mark.slow
+@pytest.mark.gpu
 def test_fused_run_falls_back_to_fp32_and_continues():
     """Rewards of 1e7 overflow fp16 gradients at any scale: after 3 skipped updates the run
     switches to fp32 (compiled once), and every later update is applied."""

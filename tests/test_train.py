@@ -15,6 +15,7 @@ def _params(result):
 
 
 @pytest.mark.slow
+@pytest.mark.gpu
 def test_chunked_equals_unchunked_bitwise():
     one = train(tiny_config(num_chunks=1), progress=False)
     many = train(tiny_config(num_chunks=4), progress=False)
@@ -36,6 +37,7 @@ def test_prime_block_count_warns_with_a_better_total():
 
 
 @pytest.mark.slow
+@pytest.mark.gpu
 def test_seeds_are_independent_and_reproducible():
     a = train(tiny_config(num_chunks=2), progress=False)
     b = train(tiny_config(num_chunks=2), progress=False)

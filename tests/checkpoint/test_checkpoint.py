@@ -31,6 +31,7 @@ def uninterrupted(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.gpu
 def test_resumed_run_ends_bitwise_where_the_uninterrupted_one_does(uninterrupted, tmp_path, capsys):
     full, full_path = uninterrupted
     cfg = full.config

@@ -55,6 +55,7 @@ def test_run_chunk_has_no_key_reuse(tiny):
 
 @pytest.mark.slow
 @pytest.mark.learning
+@pytest.mark.gpu
 def test_fused_loop_learns_probe_chain_q_values():
     cfg = tiny_config(total_env_steps=8_080, num_chunks=1, eval_episodes=4)
     result = train(cfg, progress=False)

@@ -148,6 +148,7 @@ def test_pqn_learns_probe_chain_q_star():
 
 
 @pytest.mark.slow
+@pytest.mark.gpu
 def test_pqn_resumes_bitwise(tmp_path):
     cfg = tiny_pqn(total_env_steps=1_600, num_chunks=4)
     full = train(cfg, progress=False, run_dir=tmp_path / "full", checkpoint_every=400)
