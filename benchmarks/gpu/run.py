@@ -33,17 +33,17 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 # name -> (share of the budget in seconds at the default 450 s, what it measures)
 PLAN = {
-    "imports": (15, "every module of the package, the benchmarks and the kit imported"),
-    "tests": (70, "the `gpu`-marked tests: precision, chunking, resume, device against CPU"),
-    "cartpole": (65, "CartPole DQN at 1 / 64 / 1,024 seeds; fp32-highest and bf16 at 1,024"),
+    "imports": (20, "every module of the package, the benchmarks and the kit imported"),
+    "tests": (90, "the `gpu`-marked tests: precision, chunking, resume, device against CPU"),
+    "cartpole": (55, "CartPole DQN at 1 / 64 / 1,024 seeds; fp32-highest and bf16 at 1,024"),
     "reference": (45, "ours against the PureJaxRL-style loop on CartPole, in turns"),
-    "minatar": (55, "MinAtar Breakout: DQN, PQN and Rainbow at 8 seeds"),
-    "precision": (35, "Nature-CNN update: fp32 / TF32 / bf16 / fp16 at batch 32 and 256"),
-    "replay": (35, "PER (sum tree) against the ring buffer at 1e6 rows, and flashbax"),
+    "minatar": (50, "MinAtar Breakout: DQN, PQN and Rainbow at 8 seeds"),
+    "precision": (30, "Nature-CNN update: fp32 / TF32 / bf16 / fp16 at batch 32 and 256"),
+    "replay": (30, "PER (sum tree) against the ring buffer at 1e6 rows, and flashbax"),
     "l3": (25, "the L3 host tier's cost per read call inside the fused loop"),
-    "atari": (25, "Pong fused at 1 and 8 seeds, where envpool is installed"),
-    "learn_cartpole": (35, "wall time: CartPole at 1,024 seeds to a mean of 475"),
-    "learn_pqn": (45, "wall time: PQN on MinAtar Breakout to a mean of 20"),
+    "atari": (15, "Pong fused at 1 and 8 seeds, where envpool is installed"),
+    "learn_cartpole": (40, "wall time: CartPole at 1,024 seeds to a mean of 475"),
+    "learn_pqn": (50, "wall time: PQN on MinAtar Breakout to a mean of 20"),
 }
 DEFAULT_BUDGET_S = sum(share for share, _ in PLAN.values())  # 450
 
