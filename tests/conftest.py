@@ -144,13 +144,13 @@ def pytest_collection_modifyitems(config, items):
 # file), longest first. xdist keeps this order (`--no-loadscope-reorder` in pyproject.toml; by
 # default it would hand out the files with the most tests first and end on the long ones).
 LONGEST = (
+    "test_gpu_kit.py",  # its rehearsal is the longest single test: started first, it overlaps
     "test_docs_examples.py",
     "test_suites.py",
     "test_suite_training.py",
     "test_recurrent.py",
     "test_envpool.py",
     "test_multiprocess.py",
-    "test_gpu_kit.py",
     "test_claims.py",
     "test_variation.py",
     "test_checkpoint.py",
