@@ -111,7 +111,9 @@ def test_one_fp32_update_agrees_on_this_device_and_the_cpu():
     one, key, batch = _minatar_update("fp32", "highest")
     d, c = _on(DEVICE, one, key, batch), _on(CPU, one, key, batch)
     for a, b in zip(jax.tree.leaves(d[0]), jax.tree.leaves(c[0]), strict=True):
-        np.testing.assert_array_equal(a, b)  # the init: random bits and the same scaling
+        # the init: the same random bits through the same float maths (erfinv, scaling), which
+        # a GPU may contract into fused multiply-adds: equal to a few ulps
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(d[3], c[3], rtol=1e-5)  # loss
     np.testing.assert_allclose(d[2], c[2], rtol=1e-4, atol=1e-5)  # TD errors
     for a, b in zip(jax.tree.leaves(d[1]), jax.tree.leaves(c[1]), strict=True):
