@@ -244,7 +244,7 @@ def test_the_image_list_and_the_projects_requirements():
     reqs = wheels.project_requirements()
     names = {wheels.canon(r.split(">")[0].split("=")[0].split("<")[0]) for r in reqs}
     assert {"jax", "flax", "gymnax", "flashbax"} <= names
-    assert any(r.startswith("flashbax>=") for r in reqs)  # the version the bench extra asks
+    assert any(r.startswith("flashbax>=") for r in reqs)  # the version an extra asks
 
 
 def test_the_working_tree_leaves_room_for_the_wheels():
