@@ -51,11 +51,10 @@ DEFAULT_BUDGET_S = sum(share for share, _ in PLAN.values())  # 450
 def host() -> dict:
     """The machine as this process sees it without starting JAX (the sections add the device)."""
     cpu = platform.processor() or "unknown"
-    try:
+    if os.path.exists("/proc/cpuinfo"):  # Linux: the model name (platform.processor() is terse)
         with open("/proc/cpuinfo") as f:
-            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        cpu = names[0] if names else cpu
     return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(),
             "python": platform.python_version(), "jax": "unknown", "backend": "unknown"}  # fmt: skip
 

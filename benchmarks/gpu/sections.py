@@ -562,8 +562,8 @@ def time_to_score(preset: str, seeds: int, score: float, z: Sizes) -> dict:
 
     try:
         train(cfg, progress=False, on_chunk=on_chunk)
-    except _Stop:
-        pass
+    except _Stop:  # the score reached, or the section's time nearly up: `why` says which
+        assert why["stopped"] in ("reached", "section time"), why
     wall = time.perf_counter() - t0
     jax.clear_caches()
     reached = why["stopped"] == "reached"
