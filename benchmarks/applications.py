@@ -20,7 +20,7 @@ the env's own force directly, all evaluated 20 times on the real task: when each
 solves it.
 Then CartPole with 4 pole lengths x 2 seeds as one program (`EnvConfig.variants`) against one
 program per pole length. Then a smaller agent (issue 17, part 3): the `cartpole` preset's agents
-pruned by 30% and distilled into a 3.7x smaller MLP (`jaxrl_fast.compress`). Then recurrent Q
+pruned by 30% and distilled into a 3.7x smaller MLP (`jaxrl_fast.trained.compress`). Then recurrent Q
 (issue 17, part 1): `memorychain-lstm` and `cartpole-hidden-lstm` against MLPs. Then learning
 from demonstrations (issue 17, part 2): early learning with and without them, scripted on
 CartPole and the discretised arm, a trained agent's recorded episodes on MinAtar-Breakout.
@@ -52,7 +52,7 @@ from presets import quick_config  # noqa: E402
 from jaxrl_fast.envs.scripted import scripted_controller  # noqa: E402
 from jaxrl_fast.envs.wrappers import make_action_grid  # noqa: E402
 from jaxrl_fast.loop import make_train  # noqa: E402
-from jaxrl_fast.train import train  # noqa: E402
+from jaxrl_fast.run.train import train  # noqa: E402
 
 DISCRETISED = ("pendulum-discrete", "reacher-81")
 
@@ -284,10 +284,10 @@ def run_compress(seeds: int, quick: bool) -> dict:
     """The `cartpole` preset's agents: pruned by 30% (globally, per layer, and globally then
     fine-tuned by distillation with the pruned entries held at 0), and distilled into a
     3.7x smaller MLP; greedy returns over 64 episodes, sizes, forward-pass time."""
-    from jaxrl_fast import compress
     from jaxrl_fast.agent.network import QNetwork
     from jaxrl_fast.config import NetworkConfig
     from jaxrl_fast.envs import make_env
+    from jaxrl_fast.trained import compress
 
     cfg = presets.get("cartpole").replace(num_seeds=seeds)
     if quick:
@@ -433,7 +433,7 @@ def run_demos(seeds: int, quick: bool) -> dict:
     discretised arm, and, on MinAtar-Breakout, a trained agent's recorded episodes."""
     import tempfile
 
-    from jaxrl_fast import demos
+    from jaxrl_fast.trained import demos
 
     runs = []
     for name, steps, every in DEMO_RUNS:

@@ -37,7 +37,7 @@ POINTS = ("preset", "recipe", "recipe, gamma 0.99")
 
 def comparison_spec(base, recipe) -> dict:
     """The zipped sweep axis of the three points: every field the recipe changes."""
-    from jaxrl_fast import options
+    from jaxrl_fast.config import options
 
     names = tuple(options.differences(base, recipe))
     gamma_const = recipe.replace(schedule={"gamma_schedule": "constant"}, dqn={"gamma": 0.99})
@@ -50,7 +50,7 @@ def comparison_spec(base, recipe) -> dict:
 
 def run_env(env: str, preset: str, seeds: int, quick: bool) -> dict:
     from jaxrl_fast import presets
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
 
     base = presets.get(preset)
     if quick:  # a few thousand updates: checks the program, not the verdict

@@ -33,7 +33,7 @@ from common import machine, write_results  # noqa: E402
 from jaxrl_fast import presets  # noqa: E402
 from jaxrl_fast.baseline import train_unfused  # noqa: E402
 from jaxrl_fast.replay import row_bytes  # noqa: E402
-from jaxrl_fast.train import train  # noqa: E402
+from jaxrl_fast.run.train import train  # noqa: E402
 
 ATARI_OBS = (84, 84, 4)
 MILLION = 1_000_000

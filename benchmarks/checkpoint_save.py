@@ -156,9 +156,10 @@ def measure_one(capacity: int, fill: str, module_path: str | None, where: str) -
 
     import jax
 
-    from jaxrl_fast import presets, seeds
+    from jaxrl_fast import presets
     from jaxrl_fast.loop import make_train
-    from jaxrl_fast.resolve import resolve
+    from jaxrl_fast.loop.resolve import resolve
+    from jaxrl_fast.parallel import seeds
 
     checkpoint = _load_module(module_path)
     config = presets.get("minatar-breakout").replace(replay={"capacity": capacity}, num_seeds=1)

@@ -120,7 +120,8 @@ QUICK = Settings(
 
 
 def preset_config(preset: str, overrides, env_steps: int | None):
-    from jaxrl_fast import options, presets
+    from jaxrl_fast import presets
+    from jaxrl_fast.config import options
 
     changes = dict(overrides)
     if env_steps is not None:
@@ -151,7 +152,7 @@ def chunk_ends(config) -> list[int]:
 
 def run_fused(config) -> dict:
     """One fused run (`train`, 1 seed): timings, its chunk curve and final return."""
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
 
     r = train(config.replace(num_seeds=1), progress=False)
     curve = [
@@ -241,7 +242,7 @@ def child(spec_path: str, out_path: str) -> None:
     t = time.perf_counter()
     with open(spec_path) as f:
         spec = json.load(f)
-    from jaxrl_fast import options
+    from jaxrl_fast.config import options
 
     out = _run_here(spec["loop"], options.from_dict(spec["config"]))
     use = resource.getrusage(resource.RUSAGE_SELF)
@@ -468,7 +469,7 @@ def measure_xla(settings: Settings) -> dict:
 
 def measure_l3(settings: Settings) -> list[dict]:
     """Short fused runs with the L3 tier on (host RAM, L3 10x L2): the L2 hit rate."""
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
 
     base = preset_config(settings.l3_preset, settings.l3_overrides, settings.l3_env_steps)
     cap = base.replay.capacity

@@ -696,7 +696,7 @@ def _render_seeds(m: dict) -> list[str]:
 
 def choices(presets_: tuple[str, ...]) -> list[str]:
     from jaxrl_fast import presets
-    from jaxrl_fast.resolve import resolve
+    from jaxrl_fast.loop.resolve import resolve
 
     out = []
     for name in presets_:

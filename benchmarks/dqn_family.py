@@ -26,7 +26,7 @@ from jaxrl_fast import parallel, presets  # noqa: E402
 parallel.use_cpu_cores()
 import numpy as np  # noqa: E402
 
-from jaxrl_fast.train import train  # noqa: E402
+from jaxrl_fast.run.train import train  # noqa: E402
 
 SOLVED = 475.0
 HEADS = ("scalar", "c51", "qr-dqn", "hl-gauss")

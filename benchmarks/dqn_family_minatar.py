@@ -5,7 +5,7 @@
     python benchmarks/dqn_family_minatar.py --algorithms dqn rainbow-minatar --games Breakout
 
 Writes `benchmarks/results/dqn_family/minatar.{json,md}` (`--out`). Each algorithm is its
-`jaxrl_fast.dqn_family` change to the `minatar-breakout` preset (DQN's MinAtar settings: 16 envs,
+`jaxrl_fast.presets.dqn_family` change to the `minatar-breakout` preset (DQN's MinAtar settings: 16 envs,
 a 3x3 conv of 16 channels and a dense layer of 128, 100k replay, 2 updates per 16 env steps,
 lr 2.5e-4 decayed to 0), with the game swapped in; `rainbow-minatar` is that preset ("Revisiting
 Rainbow"'s MinAtar settings within this loop). Every program runs `--seeds` seeds vmapped, for
@@ -31,7 +31,8 @@ import time
 import common
 from common import machine, machine_line, write_results  # noqa: E402
 
-from jaxrl_fast import dqn_family, parallel, presets  # noqa: E402
+from jaxrl_fast import parallel, presets  # noqa: E402
+from jaxrl_fast.presets import dqn_family  # noqa: E402
 
 parallel.use_cpu_cores()
 import jax  # noqa: E402
@@ -39,7 +40,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from jaxrl_fast.train import train  # noqa: E402
+from jaxrl_fast.run.train import train  # noqa: E402
 
 GAMES = ("Asterix", "Breakout", "Freeway", "SpaceInvaders")
 ALGORITHMS = ("dqn", "c51", "qr-dqn", "iqn", "m-dqn", "hl-gauss", "noisy", "rainbow-minatar",
@@ -68,9 +69,9 @@ def config_for(algorithm: str, game: str, seeds: int, steps: int, episodes: int)
 
 def random_return(game: str, episodes: int, seed: int = 0) -> float:
     """The mean return of uniform random actions over `episodes` episodes of `game`."""
+    from jaxrl_fast.agent.evaluate import play_episodes
     from jaxrl_fast.config import EnvConfig
     from jaxrl_fast.envs.seeded import make_seeded
-    from jaxrl_fast.evaluate import play_episodes
 
     env = make_seeded(EnvConfig(name=f"{game}-MinAtar"), 1, num_envs=episodes, seed=seed,
                       evaluation=True)  # fmt: skip
@@ -226,7 +227,7 @@ def render(r: dict) -> str:
         f"Produced by `python benchmarks/dqn_family_minatar.py` in {r['wall_s'] / 60:.0f} min: "
         f"{r['seeds']} seeds per program (vmapped), {r['steps']:,} env steps per seed (the "
         f"presets' 154k shortened; prefill 10,000), final greedy return over {r['episodes']} "
-        "episodes per seed. Each algorithm is its `jaxrl_fast.dqn_family` change to the "
+        "episodes per seed. Each algorithm is its `jaxrl_fast.presets.dqn_family` change to the "
         "`minatar-breakout` preset (tuned for DQN), except `rainbow-minatar` (its own preset).",
         "",
         "## Final greedy return: mean over seeds [95% t-interval]",

@@ -4,7 +4,7 @@
     python benchmarks/dqn_family_speed.py --algorithms dqn qr-dqn --rounds 3
 
 Writes `benchmarks/results/dqn_family/speed.{json,md}` (`--out`). Each algorithm is the program
-`benchmarks/dqn_family_minatar.py` runs (its `jaxrl_fast.dqn_family` change to the
+`benchmarks/dqn_family_minatar.py` runs (its `jaxrl_fast.presets.dqn_family` change to the
 `minatar-breakout` preset on Breakout-MinAtar, or the `rainbow-minatar` preset), with `--seeds`
 seeds vmapped and a shorter budget: the 10,000-step prefill, then `--steps` training env steps per
 seed. The algorithms take turns, round by round (`--rounds`, >= 3), each run a fresh compile, so
@@ -39,7 +39,7 @@ from jaxrl_fast import parallel  # noqa: E402
 parallel.use_cpu_cores()
 import jax  # noqa: E402
 
-from jaxrl_fast.train import train  # noqa: E402
+from jaxrl_fast.run.train import train  # noqa: E402
 
 DEFAULT = ("dqn", "c51", "qr-dqn", "qr-dqn-51", "iqn", "m-dqn", "hl-gauss", "noisy",
            "rainbow-minatar")  # fmt: skip

@@ -45,7 +45,7 @@ from jaxrl_fast.agent.exploration import epsilon_greedy  # noqa: E402
 from jaxrl_fast.agent.masks import legal_actions  # noqa: E402
 from jaxrl_fast.config import TrainConfig  # noqa: E402
 from jaxrl_fast.envs import make_env  # noqa: E402
-from jaxrl_fast.train import train  # noqa: E402
+from jaxrl_fast.run.train import train  # noqa: E402
 
 SEEDS = 2
 _MLP = dict(

@@ -38,9 +38,10 @@ def _time_chunks(compiled, runner, chunks: int) -> tuple[float, object]:
 def measure(preset: str, rounds: int, chunks: int) -> dict:
     import jax
 
-    from jaxrl_fast import presets, seeds
+    from jaxrl_fast import presets
     from jaxrl_fast.loop import make_train
-    from jaxrl_fast.resolve import resolve
+    from jaxrl_fast.loop.resolve import resolve
+    from jaxrl_fast.parallel import seeds
 
     config = presets.get(preset)
     fns = make_train(resolve(config))

@@ -127,8 +127,8 @@ import json, sys
 from jaxrl_fast import parallel
 parallel.use_cpu_cores(2)
 from jaxrl_fast import presets
-from jaxrl_fast.metrics import params_sha256
-from jaxrl_fast.train import train
+from jaxrl_fast.run.metrics import params_sha256
+from jaxrl_fast.run.train import train
 for name, par in (("data-parallel", {"data": 2}), ("data-parallel-onebit", {"data": 2, "compression": "onebit"}),
                   ("data-parallel-local-sgd", {"data": 2, "sync": "every:50"})):
     cfg = presets.get("cartpole").replace(total_env_steps=6_000, learning_starts=1_000, num_chunks=1,
@@ -141,8 +141,8 @@ for name, par in (("data-parallel", {"data": 2}), ("data-parallel-onebit", {"dat
 def _run_all(only: set | None) -> dict:
     import jax
 
-    from jaxrl_fast.metrics import params_sha256
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.metrics import params_sha256
+    from jaxrl_fast.run.train import train
 
     out = {}
     for name, (cfg, kwargs) in _configs().items():

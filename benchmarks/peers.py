@@ -29,8 +29,8 @@ from common import machine, machine_line, write_results  # noqa: E402
 
 from jaxrl_fast import presets  # noqa: E402
 from jaxrl_fast.loop import make_train  # noqa: E402
-from jaxrl_fast.programs import init_compiler_options  # noqa: E402
-from jaxrl_fast.seeds import train_keys  # noqa: E402
+from jaxrl_fast.parallel.seeds import train_keys  # noqa: E402
+from jaxrl_fast.run.programs import init_compiler_options  # noqa: E402
 
 
 def _timed(f, *args):

@@ -31,7 +31,7 @@ parallel.use_cpu_cores()
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxrl_fast.train import train  # noqa: E402
+from jaxrl_fast.run.train import train  # noqa: E402
 
 
 def config(name: str, seeds: int, steps: int, prefill: int):

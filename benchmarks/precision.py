@@ -54,10 +54,10 @@ import numpy as np  # noqa: E402
 from jaxrl_fast.agent import layers as networks  # noqa: E402
 from jaxrl_fast.agent.dqn import make_agent  # noqa: E402
 from jaxrl_fast.agent.network import QNetwork  # noqa: E402
+from jaxrl_fast.agent.precision import resolve_precision  # noqa: E402
 from jaxrl_fast.config import DQNConfig, NetworkConfig, PrecisionConfig  # noqa: E402
 from jaxrl_fast.envs.base import EnvSpec  # noqa: E402
-from jaxrl_fast.precision import resolve_precision  # noqa: E402
-from jaxrl_fast.train import train  # noqa: E402
+from jaxrl_fast.run.train import train  # noqa: E402
 from jaxrl_fast.types import Batch  # noqa: E402
 
 DTYPES = ("fp32", "bf16", "fp16")

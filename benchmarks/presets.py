@@ -30,7 +30,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxrl_fast.envs import make_env  # noqa: E402
-from jaxrl_fast.train import train  # noqa: E402
+from jaxrl_fast.run.train import train  # noqa: E402
 
 NUM_SEEDS = 2
 RANDOM_EPISODES = 64

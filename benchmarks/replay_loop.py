@@ -31,7 +31,7 @@ from common import machine, write_results  # noqa: E402
 from jaxrl_fast import parallel, presets  # noqa: E402
 
 parallel.use_cpu_cores()
-from jaxrl_fast.train import train  # noqa: E402
+from jaxrl_fast.run.train import train  # noqa: E402
 
 
 def _run(config) -> dict:

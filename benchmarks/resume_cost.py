@@ -109,7 +109,7 @@ def main() -> None:
         [*CLI, *run_args, "--print-config"], capture_output=True, text=True, check=True, cwd=ROOT
     )
     config = json.loads(probe.stdout[probe.stdout.index("{") :])
-    from jaxrl_fast import options
+    from jaxrl_fast.config import options
 
     chunks = options.from_dict(config).chunks
     rows_at_kill = (chunks // 2) * args.seeds

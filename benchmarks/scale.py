@@ -101,7 +101,8 @@ def _bytes_per_update(preset: str, flags: list[str]) -> float:
     """Bytes one replica puts into the exchange per update, from the network's parameters."""
     import jax
 
-    from jaxrl_fast import options, presets
+    from jaxrl_fast import presets
+    from jaxrl_fast.config import options
     from jaxrl_fast.loop import make_train
     from jaxrl_fast.parallel import make_exchange
 

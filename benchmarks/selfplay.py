@@ -25,10 +25,11 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from common import machine, machine_line, parser, stem, write_results
 
-from jaxrl_fast import presets, selfplay  # noqa: E402
+from jaxrl_fast import presets  # noqa: E402
 from jaxrl_fast.config import TrainConfig  # noqa: E402
 from jaxrl_fast.envs import make_env  # noqa: E402
-from jaxrl_fast.train import train  # noqa: E402
+from jaxrl_fast.run.train import train  # noqa: E402
+from jaxrl_fast.trained import selfplay  # noqa: E402
 
 ENV = "pgx:connect_four"
 SEEDS = 2

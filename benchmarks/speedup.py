@@ -36,7 +36,7 @@ from jaxrl_fast import parallel, presets  # noqa: E402
 parallel.use_cpu_cores()  # one XLA device per core: multi-seed runs spread seeds over them
 from jaxrl_fast.baseline import train_unfused  # noqa: E402
 from jaxrl_fast.loop import make_train  # noqa: E402
-from jaxrl_fast.train import train  # noqa: E402
+from jaxrl_fast.run.train import train  # noqa: E402
 
 # Figures measured by an earlier session on this machine type (2-core CPU) running PureJaxRL's
 # DQN with these hyperparameters; quoted for reference, not re-measured by this script.

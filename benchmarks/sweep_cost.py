@@ -21,7 +21,7 @@ SPEC = {"dqn.learning_rate": [1e-4, 3e-4, 1e-3, 3e-3], "dqn.gamma": [0.95, 0.99]
 
 
 def one_program(config, seeds: int) -> dict:
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
 
     t = time.perf_counter()
     swept = train(config, sweep=SPEC, seeds_per_point=seeds, progress=False)
@@ -32,9 +32,9 @@ def one_program(config, seeds: int) -> dict:
 
 
 def one_per_point(config, seeds: int) -> dict:
-    from jaxrl_fast import options
-    from jaxrl_fast.sweep import plan
-    from jaxrl_fast.train import train
+    from jaxrl_fast.config import options
+    from jaxrl_fast.run.sweep import plan
+    from jaxrl_fast.run.train import train
 
     t, compile_s, run_s, means = time.perf_counter(), 0.0, 0.0, []
     for point in plan(config, SPEC, seeds).points:

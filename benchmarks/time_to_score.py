@@ -60,7 +60,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxrl_fast import presets  # noqa: E402
-from jaxrl_fast.train import train  # noqa: E402
+from jaxrl_fast.run.train import train  # noqa: E402
 
 EVALS = 32  # evaluation points per run
 EPISODES = 8  # greedy episodes per seed and evaluation

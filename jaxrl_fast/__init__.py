@@ -7,7 +7,7 @@ Examples:
   >>> result.final_return                          # doctest: +SKIP
 """
 
-from jaxrl_fast import cpu_lowering
+from jaxrl_fast.platform import cpu_lowering
 
 cpu_lowering.install()  # the same random bits on the CPU, less to compile (its docstring)
 
@@ -26,9 +26,9 @@ from jaxrl_fast.config import (  # noqa: E402
 )
 from jaxrl_fast.envs import list_envs, make_env  # noqa: E402
 from jaxrl_fast.loop import make_train  # noqa: E402
+from jaxrl_fast.loop.resolve import resolve  # noqa: E402
 from jaxrl_fast.replay import make_buffer  # noqa: E402
-from jaxrl_fast.resolve import resolve  # noqa: E402
-from jaxrl_fast.train import TrainResult, train  # noqa: E402
+from jaxrl_fast.run.train import TrainResult, train  # noqa: E402
 
 __version__ = "0.1.0"
 

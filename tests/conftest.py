@@ -24,8 +24,8 @@ if os.environ.get("JAXRL_FAST_TEST_OPTIMIZED") != "1":
 
 import pytest
 
-from jaxrl_fast import compile_cache
 from jaxrl_fast.config import DQNConfig, EnvConfig, NetworkConfig, ReplayConfig, TrainConfig
+from jaxrl_fast.run import compile_cache
 
 
 def tiny_config(**changes) -> TrainConfig:

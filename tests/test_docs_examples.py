@@ -209,7 +209,8 @@ def _make_recorded_demos(args: list[str], cwd: pathlib.Path) -> None:
     source = args[args.index("--demo.source") + 1] if "--demo.source" in args else ""
     if not source.endswith(".npz"):
         return
-    from jaxrl_fast import demos, presets, train
+    from jaxrl_fast import presets, train
+    from jaxrl_fast.trained import demos
 
     teacher = train(tiny(presets.get(args[args.index("--preset") + 1])), progress=False)
     demos.record(teacher, cwd / source, steps=MAX_STEPS, epsilon=0.01)

@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_fast import precision as mp
 from jaxrl_fast.agent import make_agent
+from jaxrl_fast.agent import precision as mp
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import DQNConfig, NetworkConfig, PrecisionConfig
 from jaxrl_fast.envs import make_env

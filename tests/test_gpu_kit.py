@@ -258,8 +258,8 @@ def test_the_run_finds_every_gpu_marked_test_file():
     files = sections.gpu_test_files()
     assert {
         "tests/test_gpu.py",
-        "tests/test_train.py",
-        "tests/test_precision.py",
+        "tests/run/test_train.py",
+        "tests/agent/test_precision.py",
         "tests/checkpoint/test_checkpoint.py",
         "tests/loop/test_rollout.py",
     } <= set(files)

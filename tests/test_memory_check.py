@@ -12,10 +12,10 @@ import pytest
 
 from jaxrl_fast import presets
 from jaxrl_fast.envs.seeded import make_seeded
+from jaxrl_fast.loop.resolve import resolve
 from jaxrl_fast.replay.fits import check_fits
 from jaxrl_fast.replay.memory import available_memory
 from jaxrl_fast.replay.sizing import plan
-from jaxrl_fast.resolve import resolve
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_the_replay_splits_over_gpus_only_where_the_seeds_do():
     host callbacks keep all seeds, and so all the replay, on one: checked against one GPU."""
     from types import SimpleNamespace
 
-    from jaxrl_fast.resolve import memory_spread
+    from jaxrl_fast.loop.resolve import memory_spread
 
     gpus = [SimpleNamespace(platform="gpu", id=i) for i in range(4)]
     assert memory_spread(8, gpus[0], local=gpus) == 4

@@ -1,5 +1,5 @@
-"""The package's structure (DESIGN §2): layers, no import circle, no private names across
-modules, builders that only compose, modules of a readable size. Static: reads the sources."""
+"""The package's structure (DESIGN §2): layers read from the folders, no import circle, no
+private names across modules, a builder that only composes. Static: reads the sources."""
 
 from __future__ import annotations
 
@@ -12,58 +12,21 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PKG = ROOT / "jaxrl_fast"
 
-# The layer of every top-level module or folder of the package (DESIGN §2): an import may point
-# to its own layer or below, never up.
+# The layer of every folder of the package (DESIGN §2): a module's folder is its layer, and an
+# import may point to its own layer or below, never up. The package root holds only the public
+# face (`__init__.py`) and `types.py`, the layer-0 types every layer shares.
 LAYERS = {
-    0: {
-        "types",
-        "registry",
-        "config",
-        "options",
-        "presets",
-        "dqn_family",
-        "pqn",
-        "board_presets",
-        "hparams",
-        "paths",
-        "cpu_lowering",
-    },
-    1: {
-        "envs",
-        "replay",
-        "agent",
-        "parallel",
-        "checkpoint",
-        "schedules",
-        "precision",
-        "device_precision",
-        "seeds",
-        "demos",
-    },  # fmt: skip
-    2: {"loop", "resolve", "evaluate"},
-    3: {
-        "train",
-        "run_files",
-        "programs",
-        "result",
-        "chunk_log",
-        "metrics",
-        "sweep",
-        "plot",
-        "compile_cache",
-        "xla_report",
-        "baseline",
-        "compress",
-        "policy",
-        "selfplay",
-    },  # fmt: skip
-    4: {"cli", "cli_sweep"},
+    0: {"types", "config", "presets", "platform"},
+    1: {"envs", "replay", "agent", "parallel", "checkpoint"},
+    2: {"loop"},
+    3: {"run", "trained", "xla_report", "baseline"},
+    4: {"cli"},
 }
 LAYER = {unit: n for n, units in LAYERS.items() for unit in units}
-# Arrows that must never exist, even sideways (DESIGN §2); and config imports only types and
-# registry.
+ROOT_FILES = {"__init__.py", "types.py"}
+# Arrows that must never exist, even sideways (DESIGN §2); and config imports only types.
 FORBIDDEN = {("replay", "agent"), ("replay", "loop"), ("envs", "replay"), ("envs", "agent"),
-             ("agent", "loop"), ("baseline", "loop"), ("baseline", "train")}  # fmt: skip
+             ("agent", "loop"), ("baseline", "loop"), ("baseline", "run")}  # fmt: skip
 
 
 def _modules(root: pathlib.Path, prefix: str) -> dict[str, pathlib.Path]:
@@ -123,9 +86,15 @@ def _graph() -> dict[str, set[str]]:
     return graph
 
 
-def test_every_module_has_a_layer():
-    units = {_unit(m) for m in MODULES} - {None, "__main__"}
-    assert units <= set(LAYER), f"modules with no layer in DESIGN §2: {sorted(units - set(LAYER))}"
+def test_the_package_root_holds_only_the_public_face_and_the_layer_folders():
+    files = {p.name for p in PKG.iterdir() if p.is_file() and p.suffix == ".py"}
+    folders = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
+    assert files <= ROOT_FILES, f"modules at the package root: {sorted(files - ROOT_FILES)}"
+    assert folders <= set(LAYER), (
+        f"folders with no layer in DESIGN §2: {sorted(folders - set(LAYER))}"
+    )
+    units = {_unit(m) for m in MODULES} - {None}
+    assert units == folders | {"types"}
 
 
 def test_imports_point_down_the_layers():
@@ -136,7 +105,7 @@ def test_imports_point_down_the_layers():
             b = _unit(target)
             if a is None or b is None or a == b:
                 continue
-            config_out = a == "config" and b not in ("types", "registry")
+            config_out = a == "config" and b != "types"
             if LAYER[b] > LAYER[a] or (a, b) in FORBIDDEN or config_out:
                 bad.append(f"{module} -> {target}")
     assert not bad, "imports against DESIGN §2:\n" + "\n".join(sorted(bad))
@@ -208,29 +177,12 @@ def test_no_module_reads_another_modules_private_names(folder):
     assert not bad, "private names read across modules:\n" + "\n".join(bad)
 
 
-def _body_lines(path: pathlib.Path, name: str) -> int:
-    """Lines of function `name`'s body after its docstring."""
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
-            return node.end_lineno - body[0].lineno + 1
-    raise AssertionError(f"{name} not found in {path}")
-
-
-@pytest.mark.parametrize(
-    "module, builder",
-    [
-        ("loop/loop.py", "make_train"),
-        ("agent/dqn.py", "make_agent"),
-        ("replay/tiered.py", "make_buffer"),
-    ],  # fmt: skip
-)
-def test_builders_only_compose(module, builder):
-    """The three builders stay short: composition only (DESIGN §2), at most 80 lines of code."""
-    assert _body_lines(PKG / module, builder) <= 80
-
-
-def test_modules_stay_readable():
-    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in PKG.rglob("*.py")}
-    big = {p: n for p, n in sizes.items() if n > 420}
-    assert not big, f"modules over 420 lines (split them): {big}"
+def test_make_train_names_no_feature():
+    """`make_train` composes (DESIGN §2): the only branch in it tells a config from a resolved
+    run; every feature comes in through an extension point (tests/loop/test_extension_points.py)."""
+    tree = ast.parse((PKG / "loop" / "loop.py").read_text())
+    fn = next(
+        n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "make_train"
+    )
+    tests = [ast.unparse(n.test) for n in ast.walk(fn) if isinstance(n, (ast.If, ast.IfExp))]
+    assert tests == ["isinstance(run, TrainConfig)"], tests

@@ -259,7 +259,7 @@ def fused_row(cfg) -> dict:
     """One fused `train` run's figures (no final evaluation in `short_config`'s runs)."""
     import jax
 
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
 
     r = train(cfg, progress=False)
     row = {
@@ -308,8 +308,8 @@ def _library_program(config):
     import jax
 
     from jaxrl_fast.loop import make_train
-    from jaxrl_fast.programs import init_compiler_options
-    from jaxrl_fast.seeds import train_keys
+    from jaxrl_fast.parallel.seeds import train_keys
+    from jaxrl_fast.run.programs import init_compiler_options
 
     t = time.perf_counter()
     fns = make_train(config)
@@ -331,7 +331,7 @@ def _reference_program(config):
     import jax
     import reference_loop
 
-    from jaxrl_fast.seeds import train_keys
+    from jaxrl_fast.parallel.seeds import train_keys
 
     t = time.perf_counter()
     train, _ = reference_loop.make_train(config)
@@ -528,7 +528,7 @@ def time_to_score(preset: str, seeds: int, score: float, z: Sizes) -> dict:
     import numpy as np
 
     from jaxrl_fast import presets
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
 
     cfg = presets.get(preset)
     if z.learn_steps is not None:

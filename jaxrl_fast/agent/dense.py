@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple
 import flax.linen as nn
 import jax
 
-from jaxrl_fast.registry import DENSE_LAYERS
+from jaxrl_fast.config.registry import DENSE_LAYERS
 
 
 class DenseKind(NamedTuple):

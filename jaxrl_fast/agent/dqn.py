@@ -22,9 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_fast import precision as mp
 from jaxrl_fast.agent import heads
 from jaxrl_fast.agent import losses as _losses
+from jaxrl_fast.agent import precision as mp
 from jaxrl_fast.agent.dense import rngs
 from jaxrl_fast.agent.exploration import epsilon_greedy
 from jaxrl_fast.agent.losses import make_loss, td_errors
@@ -36,7 +36,7 @@ from jaxrl_fast.agent.state import AgentState, LossKnobs, UpdateMetrics
 from jaxrl_fast.agent.target import update_target
 from jaxrl_fast.agent.update import make_update
 from jaxrl_fast.config import DQNConfig, ReplayConfig, ScheduleConfig
-from jaxrl_fast.hparams import HParams, hparams_from_parts
+from jaxrl_fast.config.hparams import HParams, hparams_from_parts
 from jaxrl_fast.parallel.exchange import Exchange
 from jaxrl_fast.types import Array, Params, PRNGKey
 

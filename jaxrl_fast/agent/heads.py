@@ -32,7 +32,7 @@ from typing import Any, Callable, NamedTuple
 
 import flax.linen as nn
 
-from jaxrl_fast.registry import HEADS
+from jaxrl_fast.config.registry import HEADS
 from jaxrl_fast.types import Array
 
 head_init = nn.initializers.normal(stddev=0.01)

@@ -40,7 +40,7 @@ from jaxrl_fast.agent.dense import rngs
 from jaxrl_fast.agent.masks import mask_q
 from jaxrl_fast.agent.sequence_loss import per_item_loss
 from jaxrl_fast.config import DQNConfig
-from jaxrl_fast.registry import LOSSES
+from jaxrl_fast.config.registry import LOSSES
 from jaxrl_fast.types import Array, Batch
 
 
@@ -140,7 +140,7 @@ def _config_hparams(config: DQNConfig):
     """The `HParams` of `config` with the other sections' defaults (a loss called without
     knobs reads its settings from these)."""
     from jaxrl_fast.config import ReplayConfig, ScheduleConfig
-    from jaxrl_fast.hparams import hparams_from_parts
+    from jaxrl_fast.config.hparams import hparams_from_parts
 
     return hparams_from_parts(config, ScheduleConfig(), ReplayConfig())
 

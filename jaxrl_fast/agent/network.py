@@ -180,7 +180,7 @@ class QNetwork(nn.Module):
     ) -> QNetwork:
         """The network for a `precision.PrecisionPolicy`: its compute dtype, fp32 params, its matmul
         precision; `kwargs` override module attributes (e.g. `conv_impl`)."""
-        from jaxrl_fast.precision import COMPUTE_DTYPES
+        from jaxrl_fast.agent.precision import COMPUTE_DTYPES
 
         return cls.from_config(
             config,

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_fast.agent.dense import DenseKind
-from jaxrl_fast.registry import DENSE_LAYERS
+from jaxrl_fast.config.registry import DENSE_LAYERS
 from jaxrl_fast.types import Array
 
 __all__ = ["NOISY", "NoisyDense", "scaled_noise"]

@@ -8,9 +8,9 @@ import dataclasses
 import jax.numpy as jnp
 import optax
 
-from jaxrl_fast import precision as mp
+from jaxrl_fast.agent import precision as mp
 from jaxrl_fast.config import DQNConfig
-from jaxrl_fast.hparams import HParams
+from jaxrl_fast.config.hparams import HParams
 from jaxrl_fast.parallel.exchange import Exchange
 from jaxrl_fast.parallel.onebit import onebit_adam
 

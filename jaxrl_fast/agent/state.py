@@ -7,8 +7,8 @@ from typing import NamedTuple
 import optax
 from flax import struct
 
-from jaxrl_fast import precision as mp
-from jaxrl_fast.hparams import HParams
+from jaxrl_fast.agent import precision as mp
+from jaxrl_fast.config.hparams import HParams
 from jaxrl_fast.types import Array, Params, PRNGKey
 
 
@@ -21,7 +21,7 @@ class AgentState:
     opt_state: optax.OptState
     grad_steps: Array  # [] int32
     loss_scale: mp.LossScaleState  # scale, overflow counters, fp32 fallback flag
-    hparams: HParams  # this seed's traced hyperparameters (`jaxrl_fast.hparams`)
+    hparams: HParams  # this seed's traced hyperparameters (`jaxrl_fast.config.hparams`)
     # the key of the network's random draws in updates (noisy layers: `agent.dense`); None for
     # a network that draws nothing
     rng: PRNGKey | None = None

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl_fast import precision as mp
+from jaxrl_fast.agent import precision as mp
 from jaxrl_fast.agent.state import AgentState, UpdateMetrics
 from jaxrl_fast.parallel.exchange import Exchange
 from jaxrl_fast.types import Array, Batch

@@ -10,18 +10,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_fast import seeds
 from jaxrl_fast.agent.dqn import AgentState, make_agent
+from jaxrl_fast.agent.evaluate import make_evaluate
 from jaxrl_fast.agent.network import QNetwork
+from jaxrl_fast.agent.precision import resolve_precision
+from jaxrl_fast.agent.schedules import make_schedules
 from jaxrl_fast.baseline.replay import HostReplay
 from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.config.hparams import hparams_of
 from jaxrl_fast.envs import Env
 from jaxrl_fast.envs.host import HostEnv, make_host_env
 from jaxrl_fast.envs.shaping import make_shaping
-from jaxrl_fast.evaluate import make_evaluate
-from jaxrl_fast.hparams import hparams_of
-from jaxrl_fast.precision import resolve_precision
-from jaxrl_fast.schedules import make_schedules
+from jaxrl_fast.parallel import seeds
 from jaxrl_fast.types import Array, Batch, PRNGKey
 
 __all__ = ["Collector", "Parts", "compile_parts"]

@@ -10,12 +10,12 @@ import jax
 import numpy as np
 import tqdm
 
-from jaxrl_fast import seeds
 from jaxrl_fast.agent.dqn import AgentState
 from jaxrl_fast.baseline.parts import Collector, Parts, compile_parts
 from jaxrl_fast.baseline.replay import HostReplay
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.envs import Env
+from jaxrl_fast.parallel import seeds
 
 __all__ = ["BaselineResult", "baseline_blocks", "train_unfused"]
 

@@ -34,8 +34,8 @@ changes (removing unfinished saves, setting damaged ones aside) are process 0's,
 barrier.
 """
 
+from jaxrl_fast.checkpoint.checkpointer import UNREADABLE_SUFFIX, Checkpointer
 from jaxrl_fast.checkpoint.crc import checksums, crc32, local_crc32, process_checksums
-from jaxrl_fast.checkpoint.policy import UNREADABLE_SUFFIX, Checkpointer
 from jaxrl_fast.checkpoint.store import (
     TMP_SUFFIX,
     device_count,

@@ -17,7 +17,7 @@ FIELD_DEST = "field:"  # argparse dest prefix of the generated field options
 def base_config(args: argparse.Namespace):
     """The config the options change: the preset; when resuming without --preset, the run's
     own config.json."""
-    from jaxrl_fast import options
+    from jaxrl_fast.config import options
 
     if args.preset is None and getattr(args, "resume", None) is not None:
         saved = os.path.join(args.resume, "config.json")
@@ -30,7 +30,7 @@ def build_config(args: argparse.Namespace):
     """The run's config: the preset (or the resumed run's), then --config FILE, then the short
     options (--env, --seeds, --capacity, ...), then the field options (--dqn.learning-rate ...),
     then --set FIELD=VALUE; later ones win."""
-    from jaxrl_fast import options
+    from jaxrl_fast.config import options
 
     if getattr(args, "l3", None) == "disk" and getattr(args, "spill_dir", None) is None:
         args.spill_dir = tempfile.gettempdir()  # where L3 files go by default

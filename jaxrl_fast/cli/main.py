@@ -27,7 +27,7 @@ from jaxrl_fast import presets
 from jaxrl_fast.cli.config_args import build_config
 from jaxrl_fast.cli.launch import add_launch_parser
 from jaxrl_fast.cli.parser import Parser, add_field_args, add_help_all, negative_values
-from jaxrl_fast.paths import writable_dir
+from jaxrl_fast.platform.paths import writable_dir
 
 
 def _int_or_text(text: str) -> int | str:
@@ -54,11 +54,11 @@ def _train(args: argparse.Namespace) -> int:
         parallel.use_cpu_cores()  # on a CPU, seeds then run on every core
     main_process = parallel.is_main()
     if not args.no_cache and not distributed:
-        from jaxrl_fast import compile_cache
+        from jaxrl_fast.run import compile_cache
 
         compile_cache.enable()
-    from jaxrl_fast.resolve import resolve
-    from jaxrl_fast.train import train
+    from jaxrl_fast.loop.resolve import resolve
+    from jaxrl_fast.run.train import train
 
     config = build_config(args)
     # unknown env names (and a missing `atari` extra) fail here, before anything compiles; the
@@ -331,10 +331,11 @@ def make_parser(full_help: bool = False) -> argparse.ArgumentParser:
     )
     m.add_argument("--json", action="store_true", help="print the plan as JSON")
     m.set_defaults(func=_plan)
-    from jaxrl_fast import plot, xla_report
+    from jaxrl_fast import xla_report
     from jaxrl_fast.cli import envs as cli_envs
     from jaxrl_fast.cli import policy as cli_policy
     from jaxrl_fast.cli import sweep as cli_sweep
+    from jaxrl_fast.run import plot
 
     def _sweep_options(parser: argparse.ArgumentParser) -> None:
         _add_run_args(parser)

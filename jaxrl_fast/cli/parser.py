@@ -47,7 +47,7 @@ class Parser(argparse.ArgumentParser):
 def _help_of(action: argparse.Action) -> str:
     """An option's help line; a config field's own when `--help` lists only its name."""
     if action.help == argparse.SUPPRESS and action.dest.startswith(FIELD_DEST):
-        from jaxrl_fast import options
+        from jaxrl_fast.config import options
 
         return options.help_text(options.field(action.dest[len(FIELD_DEST) :]))
     return action.help
@@ -69,9 +69,9 @@ def negative_values(argv: Sequence[str]) -> list[str]:
 
 
 def add_field_args(parser: argparse.ArgumentParser, full_help: bool = False) -> None:
-    """Add one option per config field (`jaxrl_fast.options`), grouped by part. `--help` lists
-    each group's option names; `--help-all` gives each its own help line."""
-    from jaxrl_fast import options
+    """Add one option per config field (`jaxrl_fast.config.options`), grouped by part.
+    `--help` lists each group's option names; `--help-all` gives each its own help line."""
+    from jaxrl_fast.config import options
 
     by_part: dict[str, list] = {}
     for f in options.fields():

@@ -1,5 +1,5 @@
 """`jaxrl-fast export` (a run directory's trained policy to a portable file) and `jaxrl-fast
-evaluate` (a saved policy's greedy returns): `jaxrl_fast.policy`."""
+evaluate` (a saved policy's greedy returns): `jaxrl_fast.trained.policy`."""
 
 from __future__ import annotations
 
@@ -35,10 +35,10 @@ def add_parsers(sub: Any) -> None:
 def export(args: argparse.Namespace) -> int:
     import jax
 
-    from jaxrl_fast import options
     from jaxrl_fast.checkpoint import read_state
+    from jaxrl_fast.config import options
     from jaxrl_fast.loop import make_train
-    from jaxrl_fast.policy import from_params
+    from jaxrl_fast.trained.policy import from_params
 
     run_dir = os.fspath(args.run_dir)
     path = os.path.join(run_dir, "config.json")
@@ -65,8 +65,8 @@ def export(args: argparse.Namespace) -> int:
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    from jaxrl_fast.policy import Policy
-    from jaxrl_fast.policy import evaluate as evaluate_policy
+    from jaxrl_fast.trained.policy import Policy
+    from jaxrl_fast.trained.policy import evaluate as evaluate_policy
 
     policy = Policy.load(args.file)
     returns = evaluate_policy(policy, episodes=args.episodes, seed=args.seed, env_name=args.env)

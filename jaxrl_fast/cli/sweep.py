@@ -1,4 +1,4 @@
-"""`jaxrl-fast sweep`: a hyperparameter sweep as one compiled program (`jaxrl_fast.sweep`).
+"""`jaxrl-fast sweep`: a hyperparameter sweep as one compiled program (`jaxrl_fast.run.sweep`).
 
   jaxrl-fast sweep --preset cartpole --sweep dqn.learning_rate=1e-4,3e-4,1e-3 \\
       --sweep dqn.gamma=0.95,0.99 --seeds-per-point 4 --out runs/lr-gamma
@@ -21,7 +21,7 @@ def parse_axes(sweep: list[str], zipped: list[str]) -> dict[Any, list]:
     >>> parse_axes(["dqn.gamma=0.9,0.99"], ["dqn.tau=1,0.5", "dqn.learning_rate=1e-3,1e-4"])
     {'dqn.gamma': [0.9, 0.99], ('dqn.tau', 'dqn.learning_rate'): [(1.0, 0.001), (0.5, 0.0001)]}
     """
-    from jaxrl_fast import options
+    from jaxrl_fast.config import options
 
     def values(item: str, flag: str) -> tuple[str, list]:
         name, eq, text = item.partition("=")
@@ -58,13 +58,13 @@ def _run(args: argparse.Namespace) -> int:
 
     parallel.use_cpu_cores()
     if not args.no_cache:
-        from jaxrl_fast import compile_cache
+        from jaxrl_fast.run import compile_cache
 
         compile_cache.enable()
-    from jaxrl_fast.paths import writable_dir
-    from jaxrl_fast.resolve import resolve
-    from jaxrl_fast.sweep import plan
-    from jaxrl_fast.train import train
+    from jaxrl_fast.loop.resolve import resolve
+    from jaxrl_fast.platform.paths import writable_dir
+    from jaxrl_fast.run.sweep import plan
+    from jaxrl_fast.run.train import train
 
     spec = parse_axes(args.sweep or [], args.zip or [])
     config = build_config(args)
@@ -107,7 +107,7 @@ def add_parser(sub: Any, add_common) -> argparse.ArgumentParser:
         "--sweep",
         action="append",
         metavar="FIELD=V1,V2",
-        help="a grid axis: a sweepable field (jaxrl_fast.hparams.SWEEPABLE) and its values",
+        help="a grid axis: a sweepable field (jaxrl_fast.config.hparams.SWEEPABLE) and its values",
     )
     s.add_argument(
         "--zip",

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from jaxrl_fast.config.fields import Traced, config_class, is_int, is_num, knob, require
-from jaxrl_fast.registry import LOSSES
+from jaxrl_fast.config.registry import LOSSES
 
 OPTIMIZERS = ("adam", "radam")
 

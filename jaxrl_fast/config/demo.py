@@ -16,7 +16,7 @@ class DemoConfig:
     Attributes:
       source: "" (off), "scripted" (the env's scripted controller, `envs.scripted`, plays
         `steps` env steps before training) or the path of an `.npz` of recorded steps
-        (`jaxrl_fast.demos.record` writes one from a trained agent's episodes).
+        (`jaxrl_fast.trained.demos.record` writes one from a trained agent's episodes).
       steps: env steps the scripted controller plays (over `EnvConfig.num_envs` envs).
       share: the share of every batch drawn from the demonstrations (uniformly).
       margin: the large margin `l`: the loss `max_a [Q(s, a) + l 1(a != a_E)] - Q(s, a_E)` on

@@ -4,9 +4,9 @@
 
 A field's facts are declared once, in its `knob(...)`:
 
-  - `sweep`: traced (a value of `HParams`, `jaxrl_fast.hparams`): a sweep may vary it and seeds
-    with other values share one compiled program (`SWEEPABLE` is derived from these). `True`
-    makes the field one `HParams` leaf of its own name (float32; int32 for an `int` field); a
+  - `sweep`: traced (a value of `HParams`, `jaxrl_fast.config.hparams`): a sweep may vary it
+    and seeds with other values share one compiled program (`SWEEPABLE` is derived from these).
+    `True` makes the field one `HParams` leaf of its own name (float32; int32 for an `int` field); a
     `Traced(leaves, encode)` says which leaves it sets and how (a schedule's name as an index,
     `None` as `inf`); `HParams` is derived from these;
   - `resume`: a resumed run may change it with `force_config` (it changes no shape, no optimiser

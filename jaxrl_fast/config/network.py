@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxrl_fast.config.fields import config_class, is_int, is_num, require
-from jaxrl_fast.registry import DENSE_LAYERS, HEADS
+from jaxrl_fast.config.registry import DENSE_LAYERS, HEADS
 
 _NETWORKS = ("auto", "mlp", "cnn", "nature")
 

@@ -70,9 +70,9 @@ def parse_gamma_schedule(text: object) -> list[tuple[float, float]] | None:
 @config_class
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ScheduleConfig:
-    """Exploration, learning-rate and discount schedules (`jaxrl_fast.schedules`).
+    """Exploration, learning-rate and discount schedules (`jaxrl_fast.agent.schedules`).
 
-    Every value here is a traced hyperparameter (`jaxrl_fast.hparams.HParams`): a sweep may
+    Every value here is a traced hyperparameter (`jaxrl_fast.config.hparams.HParams`): a sweep may
     vary any of them, the schedule kinds included, in one compiled program.
 
     Attributes:

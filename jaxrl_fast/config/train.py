@@ -15,12 +15,12 @@ from jaxrl_fast.config.fields import config_class, is_int, is_num, knob, replace
 from jaxrl_fast.config.network import NetworkConfig
 from jaxrl_fast.config.parallel import ParallelConfig
 from jaxrl_fast.config.precision import PrecisionConfig
+from jaxrl_fast.config.registry import LEARNERS
 from jaxrl_fast.config.replay import ReplayConfig
 from jaxrl_fast.config.schedule import (
     ScheduleConfig,
 )
 from jaxrl_fast.config.selfplay import SelfPlayConfig
-from jaxrl_fast.registry import LEARNERS
 
 _SEED_LOOPS = ("auto", "vmap", "map")
 PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")

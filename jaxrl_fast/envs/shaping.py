@@ -15,7 +15,7 @@ policy unchanged: `F = gamma * phi(next_obs) - phi(obs)`, with `phi = 0` after a
 step, added to the reward (nothing on the rows of the reset steps, which are never sampled).
 With n-step returns the sum of `gamma^k F_k` telescopes to `gamma^n phi(s_n) - phi(s_0)`.
 `gamma` is the step's own: the fused loop passes it as `info["gamma"]` (`[S, 1]`, each seed's
-gamma schedule at that step, `jaxrl_fast.hparams`), else `DQNConfig.gamma`. Names:
+gamma schedule at that step, `jaxrl_fast.config.hparams`), else `DQNConfig.gamma`. Names:
 "potential:<name>" with <name> one of `POTENTIALS`.
 
 Also built in, "scale:<factor>" (e.g. "scale:0.1", PQN's CartPole reward scale): each reward

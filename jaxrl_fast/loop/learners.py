@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from jaxrl_fast.registry import LEARNERS
+from jaxrl_fast.config.registry import LEARNERS
 
 
 class Learner(NamedTuple):

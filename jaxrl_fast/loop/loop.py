@@ -44,16 +44,18 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from jaxrl_fast import precision as mp
+from jaxrl_fast.agent import precision as mp
 from jaxrl_fast.agent.dqn import Agent
+from jaxrl_fast.agent.evaluate import make_evaluate
 from jaxrl_fast.config import TrainConfig
-from jaxrl_fast.evaluate import make_evaluate
-from jaxrl_fast.hparams import HParams, Kinds, hparams_of, kinds_of
+from jaxrl_fast.config.hparams import HParams, Kinds, hparams_of, kinds_of
+from jaxrl_fast.config.registry import LEARNERS
 from jaxrl_fast.loop import extensions as builtin
 from jaxrl_fast.loop import learn as _replay  # noqa: F401  (registers the learner "replay")
 from jaxrl_fast.loop import rollout as _rollout  # noqa: F401  (registers the learner "rollout")
 from jaxrl_fast.loop.extension import Hooks, fold
 from jaxrl_fast.loop.parts import LoopParts, make_parts
+from jaxrl_fast.loop.resolve import ResolvedRun, resolve
 from jaxrl_fast.loop.state import (
     ChunkMetrics,
     RunnerState,
@@ -64,10 +66,8 @@ from jaxrl_fast.loop.state import (
     zero_update_metrics,
 )
 from jaxrl_fast.parallel.exchange import Exchange
-from jaxrl_fast.registry import LEARNERS
+from jaxrl_fast.parallel.seeds import seed_vmap
 from jaxrl_fast.replay import Buffer
-from jaxrl_fast.resolve import ResolvedRun, resolve
-from jaxrl_fast.seeds import seed_vmap
 from jaxrl_fast.types import Array, PRNGKey, Transition
 
 

@@ -11,14 +11,14 @@ from typing import NamedTuple
 
 from jaxrl_fast.agent.dqn import Agent, make_agent
 from jaxrl_fast.agent.network import QNetwork
+from jaxrl_fast.agent.schedules import Schedules, make_schedules
 from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.config.hparams import Kinds, hparams_of
+from jaxrl_fast.config.registry import LEARNERS
 from jaxrl_fast.envs.seeded import SeededEnv
-from jaxrl_fast.hparams import Kinds, hparams_of
+from jaxrl_fast.loop.resolve import ResolvedRun
 from jaxrl_fast.parallel.exchange import Exchange, make_exchange
-from jaxrl_fast.registry import LEARNERS
 from jaxrl_fast.replay import Buffer
-from jaxrl_fast.resolve import ResolvedRun
-from jaxrl_fast.schedules import Schedules, make_schedules
 
 
 class LoopParts(NamedTuple):

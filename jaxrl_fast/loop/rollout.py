@@ -33,14 +33,14 @@ import jax.numpy as jnp
 from jaxrl_fast.agent import losses
 from jaxrl_fast.agent.dqn import Agent, UpdateMetrics
 from jaxrl_fast.agent.returns import lambda_returns
+from jaxrl_fast.config.registry import LEARNERS
 from jaxrl_fast.loop.extension import Hooks
 from jaxrl_fast.loop.learners import Learner
 from jaxrl_fast.loop.parts import LoopParts
+from jaxrl_fast.loop.resolve import ResolvedRun
 from jaxrl_fast.loop.state import SeedState, example_transition, sum_steps
-from jaxrl_fast.registry import LEARNERS
+from jaxrl_fast.parallel.seeds import seed_vmap
 from jaxrl_fast.replay import Buffer
-from jaxrl_fast.resolve import ResolvedRun
-from jaxrl_fast.seeds import seed_vmap
 from jaxrl_fast.types import Array, Batch, PRNGKey, Transition
 
 __all__ = ["ROLLOUT", "Rollout", "minibatch_indices", "rollout_store", "rollout_targets"]

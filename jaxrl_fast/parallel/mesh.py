@@ -24,7 +24,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxrl_fast.seeds import SEED_AXIS
+from jaxrl_fast.parallel.seeds import SEED_AXIS
 
 DATA_AXIS = "data"
 

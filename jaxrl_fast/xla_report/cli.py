@@ -38,7 +38,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     Raises:
       ValueError: unknown preset or field, or a config that does not validate.
     """
-    from jaxrl_fast import options, presets
+    from jaxrl_fast import presets
+    from jaxrl_fast.config import options
 
     config = presets.get(args.preset or presets.DEFAULT)
     short = {"env.name": args.env, "num_seeds": args.seeds, "total_env_steps": args.total_env_steps}

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from jaxrl_fast.config import TrainConfig
-from jaxrl_fast.resolve import ResolvedRun, resolve
+from jaxrl_fast.loop.resolve import ResolvedRun, resolve
 from jaxrl_fast.xla_report.cost import Cost, compiled_memory, trip_cost, xla_cost
 from jaxrl_fast.xla_report.hlo import HloCounts, HostWaits, hlo_counts, host_waits
 from jaxrl_fast.xla_report.jaxprs import JaxprCounts, jaxpr_counts
@@ -138,9 +138,9 @@ def report(
     Raises:
       ValueError: a bad config, or `timing_iterations` / `timing_chunks` below 1.
     """
-    from jaxrl_fast import seeds
     from jaxrl_fast.loop import make_train
-    from jaxrl_fast.programs import init_compiler_options
+    from jaxrl_fast.parallel import seeds
+    from jaxrl_fast.run.programs import init_compiler_options
 
     if timing_iterations < 1 or timing_chunks < 1:
         raise ValueError(

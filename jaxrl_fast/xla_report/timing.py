@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import jax
 
-from jaxrl_fast.resolve import ResolvedRun
+from jaxrl_fast.loop.resolve import ResolvedRun
 
 
 def time_iterations(

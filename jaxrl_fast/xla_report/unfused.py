@@ -59,7 +59,8 @@ def unfused_report(config: TrainConfig, spec: Any, metrics_bytes: int) -> dict[s
     return {
         "per_env_step": {"unfused": {k: per_step[k] for k in keys}, "fused": fused},
         "ratio_unfused_to_fused": {k: (per_step[k] / fused[k] if fused[k] else None) for k in keys},
-        "method": "counted from baseline/'s code and the config (tests/test_xla_report.py "
-        "checks the counts against an instrumented train_unfused run); fused: one run_chunk "
-        "call and one device_get of ChunkMetrics per chunk of blocks_per_chunk blocks",
+        "method": "counted from baseline/'s code and the config "
+        "(tests/xla_report/test_xla_report.py checks the counts against an instrumented "
+        "train_unfused run); fused: one run_chunk call and one device_get of ChunkMetrics "
+        "per chunk of blocks_per_chunk blocks",
     }

@@ -229,7 +229,7 @@ def test_probe_masked_learns_q_star_over_legal_actions(variant, tmp_path):
     result = train(cfg, progress=False)
     _assert_learned_probe_masked(result, cfg)
     if variant == "dqn":  # a saved policy keeps the mask (its spec says so)
-        from jaxrl_fast.policy import Policy
+        from jaxrl_fast.trained.policy import Policy
 
         result.policy(0).save(tmp_path / "p.npz")
         loaded = Policy.load(tmp_path / "p.npz")

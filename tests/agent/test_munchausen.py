@@ -20,8 +20,8 @@ from jaxrl_fast.agent.losses import make_loss, td_errors
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.agent.state import LossKnobs
 from jaxrl_fast.config import DQNConfig, NetworkConfig, ReplayConfig, ScheduleConfig
+from jaxrl_fast.config.hparams import hparams_from_parts
 from jaxrl_fast.envs import make_probe_env
-from jaxrl_fast.hparams import hparams_from_parts
 from jaxrl_fast.types import Batch
 
 B, A = 7, 4

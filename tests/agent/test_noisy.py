@@ -18,9 +18,9 @@ from jaxrl_fast import train
 from jaxrl_fast.agent import make_agent
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.agent.noisy import NoisyDense, scaled_noise
+from jaxrl_fast.agent.schedules import budget_warnings
 from jaxrl_fast.config import DQNConfig, NetworkConfig, ScheduleConfig
 from jaxrl_fast.envs import make_probe_env
-from jaxrl_fast.schedules import budget_warnings
 from jaxrl_fast.types import Batch
 
 FAN_IN, OUT = 5, 3

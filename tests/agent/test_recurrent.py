@@ -240,7 +240,7 @@ def test_recurrent_agent_learns_probe_chain_optimal_q():
     (0, 1); to 0.01, so a discount of 0.81 or 1 instead of 0.9 fails. (n-step returns would
     carry the exploring actions' rewards into Q(state 0): checked in test_sequence.py.) With
     a burn-in step: the trained positions start from a refreshed state."""
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
 
     cfg = _recurrent_tiny(burn_in=1).replace(total_env_steps=2484, num_chunks=4, eval_episodes=2)
     result = train(cfg, progress=False)
@@ -270,7 +270,7 @@ def test_memorychain_lstm_answers_from_memory():
     the query whatever the context, so it is at chance (0) at any budget (an MLP at 2,400
     steps was, when this test also ran one)."""
     from jaxrl_fast import presets
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
 
     cfg = presets.get("memorychain-lstm").replace(eval_episodes=100, total_env_steps=16_000)
     lstm = train(cfg, progress=False)
@@ -282,7 +282,7 @@ def test_a_resumed_recurrent_run_ends_bitwise_where_the_uninterrupted_one_does(t
     """The acting state and the stored states are part of the checkpoint."""
     from conftest import StopRun, params_hashes, stop_at
 
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
 
     cfg = _recurrent_tiny()
     full = train(cfg, progress=False, run_dir=tmp_path / "full", checkpoint_every=200)

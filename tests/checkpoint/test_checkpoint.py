@@ -13,7 +13,7 @@ from conftest import StopRun, tiny_config
 from conftest import params_hashes as _hashes
 from conftest import stop_at as _stop_at
 
-from jaxrl_fast.train import train
+from jaxrl_fast.run.train import train
 
 
 def _rows(path):
@@ -120,7 +120,7 @@ sys.path.insert(0, sys.argv[2])
 from jaxrl_fast import parallel
 parallel.use_cpu_cores(int(sys.argv[3]))  # the parent's devices: bitwise needs the same layout
 from conftest import tiny_config
-from jaxrl_fast.train import train
+from jaxrl_fast.run.train import train
 
 def on_chunk(rec):
     if rec["chunk"] == 2:  # logged, not yet saved: the newest checkpoint is chunk 1's
@@ -160,7 +160,7 @@ from jaxrl_fast import parallel
 parallel.use_cpu_cores(int(sys.argv[3]))  # the parent's devices: bitwise needs the same layout
 from conftest import tiny_config
 from jaxrl_fast import checkpoint
-from jaxrl_fast.train import train
+from jaxrl_fast.run.train import train
 
 run_dir, how = sys.argv[1], sys.argv[4]
 where = os.path.join(run_dir, "checkpoints")

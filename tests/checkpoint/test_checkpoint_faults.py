@@ -20,7 +20,7 @@ import pytest
 from conftest import child_env, tiny_config
 
 from jaxrl_fast import checkpoint
-from jaxrl_fast.train import train
+from jaxrl_fast.run.train import train
 
 # orbax's failed restores leave tensorstore callbacks that find their asyncio loop closed
 # ("Exception ignored ... Event loop is closed"): harmless, and not this library's.
@@ -259,7 +259,11 @@ class _Clock:
 def test_a_checkpoint_at_least_every_every_seconds_of_wall_time(monkeypatch, tmp_path):
     cfg = tiny_config(total_env_steps=80 + 200 * 10, num_chunks=10)
     saves = []
-    monkeypatch.setattr(checkpoint.policy, "save", lambda mngr, step, *a, **k: saves.append(step))
+
+    def fake_save(mngr, step, *a, **k):
+        saves.append(step)
+
+    monkeypatch.setattr(checkpoint.checkpointer, "save", fake_save)
     clock = _Clock()
     saver = checkpoint.Checkpointer(
         str(tmp_path), cfg, every_env_steps=10_000, keep=1, resume=False, clock=clock

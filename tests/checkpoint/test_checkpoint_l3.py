@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import StopRun, params_hashes, stop_at, tiny_config
 
-from jaxrl_fast.train import train
+from jaxrl_fast.run.train import train
 
 
 @pytest.mark.slow

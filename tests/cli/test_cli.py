@@ -122,7 +122,7 @@ def test_cli_fills_compile_cache_in_a_fresh_process(tmp_path):
 def test_compile_cache_rejects_unwritable_dir(tmp_path):
     import pytest
 
-    from jaxrl_fast import compile_cache
+    from jaxrl_fast.run import compile_cache
 
     blocker = tmp_path / "file"
     blocker.write_text("x")

@@ -71,7 +71,7 @@ def _help(capsys, *argv):
 
 
 def test_help_is_short_and_help_all_is_whole(capsys):
-    from jaxrl_fast import options
+    from jaxrl_fast.config import options
 
     short, whole = _help(capsys, "train", "--help"), _help(capsys, "train", "--help-all")
     assert len(short.splitlines()) < 200 < len(whole.splitlines())

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from jaxrl_fast.cli import main
-from jaxrl_fast.metrics import params_sha256
-from jaxrl_fast.policy import Policy
+from jaxrl_fast.run.metrics import params_sha256
+from jaxrl_fast.trained.policy import Policy
 
 TINY = ["--env", "probe-chain", "--env.num-envs", "4", "--network.hidden-sizes", "32"]
 TINY += ["--replay.capacity", "400", "--replay.batch-size", "16", "--dqn.gamma", "0.9"]

@@ -6,11 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jaxrl_fast import options
 from jaxrl_fast.cli import make_parser
 from jaxrl_fast.cli.config_args import build_config
-from jaxrl_fast.config import RESUME_OVERRIDABLE, SWEEPABLE, TrainConfig, aliases, declared
-from jaxrl_fast.hparams import hparams_of
+from jaxrl_fast.config import RESUME_OVERRIDABLE, SWEEPABLE, TrainConfig, aliases, declared, options
+from jaxrl_fast.config.hparams import hparams_of
 
 # A value other than the default for each sweepable field.
 OTHER = {
@@ -128,7 +127,7 @@ def test_hparams_leaves_are_derived_from_the_declarations():
     """`HParams` has one leaf per plain sweepable field (named as it) plus the leaves that
     `Traced` declarations name, and nothing else; each encodes its field as declared."""
     from jaxrl_fast.config.fields import traced
-    from jaxrl_fast.hparams import HParams
+    from jaxrl_fast.config.hparams import HParams
 
     specs = traced(TrainConfig)
     assert list(specs) == list(SWEEPABLE)

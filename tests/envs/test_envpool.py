@@ -198,7 +198,7 @@ def test_pool_seeds_mapped_or_vmapped_agree():
     assert np.mean(act_a != act_b) <= 0.02, np.mean(act_a != act_b)
     # parameters: the two runs' difference is small next to what training moved them by
     from jaxrl_fast.loop import make_train
-    from jaxrl_fast.seeds import train_keys
+    from jaxrl_fast.parallel.seeds import train_keys
 
     cfg = runs[0].config
     start = jax.jit(make_train(cfg).init)(train_keys(cfg)).seeds.agent.params

@@ -80,7 +80,7 @@ def test_loop_learns_shaped_q_and_reports_env_returns(monkeypatch):
     state 1, the shaped Q is [-4.1, -4.1] and [-2.0, -1.0]. A shaping with gamma 1, or without
     phi = 0 after the terminal step, misses by 0.2 or more. The returns the run reports stay
     the env's own (0 or 1)."""
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
 
     monkeypatch.setitem(
         shaping.POTENTIALS, "test-chain", lambda obs: 5.0 * obs[..., 0] + 2.0 * obs[..., 1]

@@ -141,7 +141,7 @@ def test_curriculum_runs_in_the_loop_and_reaches_the_end():
                                                       "end": 0.5, "stages": 4}},
         total_env_steps=21_000, num_seeds=2, num_chunks=4,
     )  # fmt: skip
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
 
     result = train(cfg, progress=False)
     fns = make_train(cfg)
@@ -158,7 +158,7 @@ SCRIPT = textwrap.dedent(
     import jax, numpy as np
     from jaxrl_fast import presets
     from jaxrl_fast.loop import make_train
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
     cfg = presets.get("cartpole").replace(
         env={"variants": "length=0.25,polemass_length=0.025;length=1.0,polemass_length=0.1"},
         num_seeds=4, total_env_steps=1_400, learning_starts=1_000, num_chunks=1)
@@ -191,7 +191,7 @@ def test_recipes_together_with_replay_tiers_and_precision():
     """Discretised actions, shaping, a curriculum and variants in one run, with prioritised
     replay, the host L3 tier and bf16 compute: it trains, finite, and the env parameters end
     where the curriculum and the variants put them."""
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
 
     cfg = presets.get("reacher-81").replace(
         env={

@@ -139,7 +139,7 @@ def test_scripted_controllers_beat_random_by_far():
 def test_pendulum_discrete_learns():
     """One seed of `pendulum-discrete` at half its budget swings up and balances: a random
     policy scores about -1200, the scripted controller -128."""
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
 
     cfg = presets.get("pendulum-discrete").replace(total_env_steps=101_000, num_seeds=1)
     result = train(cfg, progress=False)

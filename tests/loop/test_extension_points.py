@@ -13,7 +13,7 @@ from jaxrl_fast.agent import heads, losses
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.envs import make_probe_env, optimal_q
 from jaxrl_fast.loop import Extension, make_train
-from jaxrl_fast.train import train
+from jaxrl_fast.run.train import train
 
 
 def _two_linear(features, num_actions, dense):

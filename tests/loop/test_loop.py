@@ -11,7 +11,7 @@ from conftest import assert_learned_probe_chain, tiny_config
 from jaxrl_fast import presets
 from jaxrl_fast.envs import make_probe_env
 from jaxrl_fast.loop import make_train
-from jaxrl_fast.train import train
+from jaxrl_fast.run.train import train
 
 
 def _keys(n, seed=0):

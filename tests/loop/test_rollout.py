@@ -16,13 +16,13 @@ from jaxrl_fast import presets
 from jaxrl_fast.agent.dqn import make_agent
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.agent.returns import lambda_returns
+from jaxrl_fast.agent.schedules import make_schedules
 from jaxrl_fast.config import DQNConfig, NetworkConfig
+from jaxrl_fast.config.hparams import hparams_of, kinds_of
 from jaxrl_fast.envs import make_probe_env
-from jaxrl_fast.hparams import hparams_of, kinds_of
 from jaxrl_fast.loop import make_train
 from jaxrl_fast.loop.rollout import minibatch_indices, rollout_targets
-from jaxrl_fast.schedules import make_schedules
-from jaxrl_fast.train import train
+from jaxrl_fast.run.train import train
 from jaxrl_fast.types import Transition
 
 

@@ -18,7 +18,7 @@ from conftest import child_env, tiny_config
 
 from jaxrl_fast.config import ParallelConfig
 from jaxrl_fast.parallel import make_exchange, onebit
-from jaxrl_fast.train import train
+from jaxrl_fast.run.train import train
 
 
 @pytest.mark.parametrize(
@@ -154,7 +154,7 @@ SCRIPT = textwrap.dedent(
     from conftest import tiny_config
     from jaxrl_fast.config import ParallelConfig
     from jaxrl_fast.parallel import onebit
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
     out = {}
     mesh = par.lane_mesh(1, 2, jax.devices())
     lanes = P(par.DATA_AXIS)

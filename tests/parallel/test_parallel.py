@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent(
     import jax, numpy as np
     sys.path.insert(0, "tests")
     from conftest import tiny_config
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
     assert len(jax.devices()) == 2
     cfg = tiny_config(total_env_steps=120, learning_starts=80, num_chunks=1)  # 10 updates
     two = train(cfg, progress=False)

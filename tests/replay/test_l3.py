@@ -339,7 +339,7 @@ def test_dynamic_share_needs_l3_and_a_largest_share():
 def test_dynamic_share_in_the_loop_reports_a_held_hit_rate():
     from conftest import tiny_config
 
-    from jaxrl_fast.train import train
+    from jaxrl_fast.run.train import train
 
     # L2 of 25 collect steps (100 rows), L3 of 400 rows: L2 overflows early in the run
     cfg = tiny_config(

@@ -11,7 +11,7 @@ from conftest import assert_learned_probe_chain, tiny_config
 from jaxrl_fast.config import ReplayConfig
 from jaxrl_fast.loop import make_train
 from jaxrl_fast.replay import make_buffer, make_l3
-from jaxrl_fast.train import train
+from jaxrl_fast.run.train import train
 from jaxrl_fast.types import Transition
 
 E = 2

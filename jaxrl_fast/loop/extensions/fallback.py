@@ -1,10 +1,10 @@
-"""The precision policy's fp32 fallback (`PrecisionConfig.fallback`, `precision.py`): after every
-iteration the switch, shared by all seeds so that it stays a real branch under the seed vmap, is
-recorded in every seed's loss-scale state."""
+"""The precision policy's fp32 fallback (`PrecisionConfig.fallback`, `agent/precision.py`):
+after every iteration the switch, shared by all seeds so that it stays a real branch under the
+seed vmap, is recorded in every seed's loss-scale state."""
 
 from __future__ import annotations
 
-from jaxrl_fast import precision as mp
+from jaxrl_fast.agent import precision as mp
 from jaxrl_fast.loop.extension import Extension
 from jaxrl_fast.loop.parts import LoopParts
 

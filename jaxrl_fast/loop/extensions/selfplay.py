@@ -8,7 +8,7 @@ parameters, which play greedily over their legal moves through the agent's own `
 full. Each env draws its opponent for each new episode by `SelfPlayConfig.sampling`, and every
 ended game is counted per member: the learner's wins, draws and losses (`Pool.games`) and its
 recent score (`Pool.score`, which "dynamic" sampling weighs members by). The evaluation plays the
-env's own opponent, the random player. `jaxrl_fast.selfplay` reads the pool after a run: the
+env's own opponent, the random player. `jaxrl_fast.trained.selfplay` reads the pool after a run: the
 counts, head-to-head records and an Elo table.
 """
 
@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_fast.agent.masks import legal_actions
+from jaxrl_fast.config.hparams import hparams_of
 from jaxrl_fast.envs.base import Opponent
-from jaxrl_fast.hparams import hparams_of
 from jaxrl_fast.loop.extension import Extension
 from jaxrl_fast.loop.parts import LoopParts
 from jaxrl_fast.types import Array

@@ -1,0 +1,2 @@
+"""What the library needs from the machine (layer 0): writable directories and atomic files
+(`paths`), and the CPU lowering of JAX's random bits (`cpu_lowering`)."""
