@@ -17,6 +17,10 @@ update       one gradient step with the precision policy inside
 target       the target network's update
 state        AgentState, UpdateMetrics
 dqn          `make_agent`: assembles the parts into an `Agent`
+build        `agent_of`: the agent a `TrainConfig` trains (the loop's and the baseline's)
+precision    the compute-dtype policy, loss scaling, the fp32 fallback
+schedules    the traced hyperparameters' schedules
+evaluate     one evaluation for the loop and the baseline
 """
 
 from jaxrl_fast.agent import (
@@ -27,8 +31,17 @@ from jaxrl_fast.agent import (
 )
 from jaxrl_fast.agent.dqn import Agent, make_agent
 from jaxrl_fast.agent.heads import ValueHead
-from jaxrl_fast.agent.losses import Loss
+from jaxrl_fast.agent.losses import Loss, LossInput
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.agent.state import AgentState, UpdateMetrics
 
-__all__ = ["Agent", "AgentState", "Loss", "QNetwork", "UpdateMetrics", "ValueHead", "make_agent"]
+__all__ = [
+    "Agent",
+    "AgentState",
+    "Loss",
+    "LossInput",
+    "QNetwork",
+    "UpdateMetrics",
+    "ValueHead",
+    "make_agent",
+]

@@ -132,12 +132,6 @@ def _unbuilt(name: str):
 
 
 # ---- targets and losses -----------------------------------------------------------------------
-def _bootstrap_action(out_t, out_t_select, q_values) -> Array:
-    """The next state's action: the argmax of the online net's Q (double Q) or the target's."""
-    select = out_t if out_t_select is None else out_t_select
-    return jnp.argmax(q_values(select), axis=-1)
-
-
 def categorical_projection(probs: Array, values: Array, atoms: Array) -> Array:
     """Project a distribution with `probs [B, M]` on `values [B, M]` onto the fixed `atoms [N]`
     (evenly spaced): each value is clipped to `[atoms[0], atoms[-1]]` and its mass split between
@@ -148,14 +142,13 @@ def categorical_projection(probs: Array, values: Array, atoms: Array) -> Array:
     return jnp.einsum("bm,bmn->bn", probs, weight)
 
 
-def c51_rows(out_tm1, a_tm1, r_t, discount_t, out_t, out_t_select, q_values, delta):
+def c51_rows(x: losses.LossInput):
     """C51's cross-entropy per row, and the same as the row's priority signal."""
-    del delta
-    a_t = _bootstrap_action(out_t, out_t_select, q_values)
-    p_t = jax.nn.softmax(_take(out_t.logits, a_t), axis=-1)
-    moved = r_t[:, None] + discount_t[:, None] * out_t.atoms[None, :]
+    out_t = x.out_t
+    p_t = jax.nn.softmax(_take(out_t.logits, x.bootstrap_action()), axis=-1)
+    moved = x.reward[:, None] + x.discount[:, None] * out_t.atoms[None, :]
     target = jax.lax.stop_gradient(categorical_projection(p_t, moved, out_t.atoms))
-    log_p = jax.nn.log_softmax(_take(out_tm1.logits, a_tm1), axis=-1)
+    log_p = jax.nn.log_softmax(_take(x.out_tm1.logits, x.action), axis=-1)
     loss = -jnp.sum(target * log_p, axis=-1)
     return loss, loss
 
@@ -209,14 +202,14 @@ def quantile_huber(theta: Array, tau: Array, target: Array, kappa) -> Array:
     return jnp.sum(per_quantile, axis=-1) / t.shape[-1]
 
 
-def qr_rows(out_tm1, a_tm1, r_t, discount_t, out_t, out_t_select, q_values, delta):
+def qr_rows(x: losses.LossInput):
     """QR-DQN's quantile Huber loss per row (kappa = `delta`), and the mean TD error."""
-    theta = _take(out_tm1.values, a_tm1)  # [B, N]
-    a_t = _bootstrap_action(out_t, out_t_select, q_values)
-    target = r_t[:, None] + discount_t[:, None] * _take(out_t.values, a_t)  # [B, N']
+    theta = _take(x.out_tm1.values, x.action)  # [B, N]
+    a_t = x.bootstrap_action()
+    target = x.reward[:, None] + x.discount[:, None] * _take(x.out_t.values, a_t)  # [B, N']
     target = jax.lax.stop_gradient(target)
     tau = jnp.broadcast_to(quantile_midpoints(theta.shape[-1]), theta.shape)
-    loss = quantile_huber(theta, tau, target, delta)
+    loss = quantile_huber(theta, tau, target, x.delta)
     return loss, target.mean(axis=-1) - theta.mean(axis=-1)
 
 
@@ -230,15 +223,14 @@ def hl_gauss_probs(y: Array, atoms: Array, sigma: Array) -> Array:
     return (cdf[:, 1:] - cdf[:, :-1]) / (cdf[:, -1:] - cdf[:, :1])
 
 
-def hl_gauss_rows(out_tm1, a_tm1, r_t, discount_t, out_t, out_t_select, q_values, delta):
+def hl_gauss_rows(x: losses.LossInput):
     """HL-Gauss's cross-entropy per row, and the scalar TD error."""
-    del delta
-    a_t = _bootstrap_action(out_t, out_t_select, q_values)
-    v_t = jnp.take_along_axis(q_values(out_t), a_t[:, None], axis=-1)[:, 0]
-    y = jax.lax.stop_gradient(r_t + discount_t * v_t)
-    target = jax.lax.stop_gradient(hl_gauss_probs(y, out_t.atoms, out_t.sigma))
-    log_p = jax.nn.log_softmax(_take(out_tm1.logits, a_tm1), axis=-1)
-    q_a = jnp.take_along_axis(q_values(out_tm1), a_tm1[:, None].astype(jnp.int32), axis=-1)[:, 0]
+    a_t, a_tm1 = x.bootstrap_action(), x.action
+    v_t = jnp.take_along_axis(x.q_t(), a_t[:, None], axis=-1)[:, 0]
+    y = jax.lax.stop_gradient(x.reward + x.discount * v_t)
+    target = jax.lax.stop_gradient(hl_gauss_probs(y, x.out_t.atoms, x.out_t.sigma))
+    log_p = jax.nn.log_softmax(_take(x.out_tm1.logits, a_tm1), axis=-1)
+    q_a = jnp.take_along_axis(x.q_tm1(), a_tm1[:, None].astype(jnp.int32), axis=-1)[:, 0]
     return -jnp.sum(target * log_p, axis=-1), y - q_a
 
 

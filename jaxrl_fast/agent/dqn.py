@@ -28,10 +28,10 @@ from jaxrl_fast.agent import precision as mp
 from jaxrl_fast.agent.dense import rngs
 from jaxrl_fast.agent.exploration import epsilon_greedy
 from jaxrl_fast.agent.losses import make_loss, td_errors
-from jaxrl_fast.agent.margin import margin_weight
+from jaxrl_fast.agent.margin import MarginSpec, margin_weight
 from jaxrl_fast.agent.masks import legal_actions, mask_q
 from jaxrl_fast.agent.optim import make_optimizer, optimizer_of
-from jaxrl_fast.agent.sequence_loss import make_sequence_loss
+from jaxrl_fast.agent.sequence_loss import SequenceSpec, make_sequence_loss
 from jaxrl_fast.agent.state import AgentState, LossKnobs, UpdateMetrics
 from jaxrl_fast.agent.target import update_target
 from jaxrl_fast.agent.update import make_update
@@ -151,7 +151,7 @@ def _check_parts(
     if recurrent and sequence is None:
         raise ValueError(
             "make_agent: a recurrent network (lstm > 0) trains on sequences; pass "
-            "sequence=(burn_in, sequence_length, n_step)."
+            "sequence=SequenceSpec(burn_in, length, n_step)."
         )
     if recurrent and (config.loss not in _losses.TD_LOSSES or head.name not in heads.Q_HEADS):
         raise ValueError(
@@ -178,6 +178,11 @@ def _check_parts(
     return partial(legal_actions, num_actions=num_actions) if action_mask else None
 
 
+def _check_typed(name: str, value: Any, kind: type) -> None:
+    if value is not None and not isinstance(value, kind):
+        raise TypeError(f"make_agent: {name}= expects a {kind.__name__} or None, got {value!r}.")
+
+
 def make_agent(
     config: DQNConfig,
     network: nn.Module,
@@ -186,8 +191,8 @@ def make_agent(
     learning_rate=None,
     precision: mp.PrecisionPolicy | None = None,
     exchange: Exchange | None = None,
-    sequence: tuple[int, int, int] | None = None,
-    demo: tuple[float, float, int] | None = None,
+    sequence: SequenceSpec | None = None,
+    demo: MarginSpec | None = None,
     hparams: HParams | None = None,
     update_gamma=None,
     clip: bool | None = None,
@@ -204,8 +209,8 @@ def make_agent(
         None (`HParams.learning_rate`, constant).
       precision, exchange: the precision policy (default fp32) and the data replicas'
         exchange (None: one replica; with replicas `update` runs in the mesh's program).
-      sequence: `(burn_in, sequence_length, n_step)` for a recurrent `network` (`lstm > 0`).
-      demo: `(margin, weight, decay_updates)`: the large-margin term (`agent.margin`).
+      sequence: the stored sequences a recurrent `network` (`lstm > 0`) trains on.
+      demo: the demonstrations' large-margin term (`agent.margin`).
       hparams: the `HParams` `init` stores by default (traced: `update` reads the state's).
       update_gamma: `(grad_step, hparams) -> gamma` of the recurrent loss (default: phase 0).
       clip: compile the global-norm clip (default: whether `hparams` clips).
@@ -216,6 +221,8 @@ def make_agent(
     agent's own), so the switch stays a real branch under the seed vmap. Raises
     ValueError for an unregistered loss or head, or parts that do not fit together.
     """
+    _check_typed("sequence", sequence, SequenceSpec)
+    _check_typed("demo", demo, MarginSpec)
     precision = precision or mp.PrecisionPolicy()
     exchange = exchange or Exchange()
     default_hp = hparams or _default_hparams(config, precision)

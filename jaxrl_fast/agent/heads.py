@@ -93,7 +93,6 @@ SCALAR = ValueHead("scalar", _scalar)
 DUELING = ValueHead("dueling", _dueling)
 for _head in (SCALAR, DUELING):
     HEADS.register(_head.name, _head, builtin=True)
-BUILTIN = HEADS.builtin
 Q_HEADS = ("scalar", "dueling")  # the heads whose output is the Q-values
 
 

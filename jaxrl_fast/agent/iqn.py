@@ -88,15 +88,14 @@ def _take(x: Array, actions: Array) -> Array:
     return jnp.take_along_axis(x, actions[:, None, None].astype(jnp.int32), axis=1)[:, 0]
 
 
-def iqn_rows(out_tm1, a_tm1, r_t, discount_t, out_t, out_t_select, q_values, delta):
+def iqn_rows(x: losses.LossInput):
     """IQN's quantile Huber loss per row (module docstring) and the TD error of the means."""
-    select = out_t if out_t_select is None else out_t_select
-    a_t = jnp.argmax(q_values(select), axis=-1)
-    theta = _take(out_tm1.values, a_tm1)  # [B, N]
-    target = r_t[:, None] + discount_t[:, None] * _take(out_t.values, a_t)  # [B, N']
+    theta = _take(x.out_tm1.values, x.action)  # [B, N]
+    a_t = x.bootstrap_action()
+    target = x.reward[:, None] + x.discount[:, None] * _take(x.out_t.values, a_t)  # [B, N']
     target = jax.lax.stop_gradient(target)
-    taus = jax.lax.stop_gradient(out_tm1.taus)
-    loss = quantile_huber(theta, taus, target, delta) / delta  # sorted, not over N x N' pairs
+    taus = jax.lax.stop_gradient(x.out_tm1.taus)
+    loss = quantile_huber(theta, taus, target, x.delta) / x.delta  # sorted, not N x N' pairs
     return loss, target.mean(axis=-1) - theta.mean(axis=-1)
 
 

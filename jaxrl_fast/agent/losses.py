@@ -1,17 +1,19 @@
 """TD losses over transitions: a loss is a module plugged in by name (`DQNConfig.loss`).
 
-A `Loss(name, rows)` gives each batch row's loss and TD error from the network's outputs:
+A `Loss(name, rows)` gives each batch row's loss and TD error from one typed input:
 
-    rows(out_tm1, a_tm1, r_t, discount_t, out_t_target, out_t_select, q_values, delta)
-        -> (loss [B], td [B])
+    rows(x: LossInput) -> (loss [B], td [B])
 
-`out_*` are the network's outputs (its value head's: Q-values `[B, A]` for the scalar and
-dueling heads) at the sampled observations (online), the next observations (target) and, with
-double Q, the next observations (online, under `stop_gradient`; else None); `q_values(out)`
-turns an output into Q-values `[B, A]`; `delta` is the Huber threshold (traced). `td` is what
-prioritised replay and the `abs_td` metric read. `make_loss` weights the rows (importance
-weights, 0 on padding rows) and adds the added terms (the demonstrations' large-margin term,
-`agent.margin`).
+`LossInput` holds the network's outputs (its value head's: Q-values `[B, A]` for the scalar and
+dueling heads) at the sampled observations (`out_tm1`, online), the next observations
+(`out_t`, target) and, with double Q, the next observations again (`out_t_select`, online under
+`stop_gradient`; else None), with the batch's actions, rewards and discounts and the Huber
+threshold `delta` (traced). Its methods read Q-values from the outputs: `q_tm1()` unmasked (the
+taken action's value), `q_t()`, `q_t_select()` and `q_target_tm1()` over the legal actions of
+their observations (a masked env, `agent.masks`), `bootstrap_action()` the next state's action.
+`td` is what prioritised replay and the `abs_td` metric read. `make_loss` weights the rows
+(importance weights, 0 on padding rows) and adds the added terms (the demonstrations'
+large-margin term, `agent.margin`).
 
 The library's losses are "mse" (`0.5 td^2`) and "huber" (`optax.huber_loss`) on the one-step or
 n-step TD error with double-Q selection, the distributional heads' losses
@@ -21,8 +23,8 @@ on a target the learner computed, no bootstrap: the rollout learner's lambda-ret
 
     >>> import jax.numpy as jnp
     >>> from jaxrl_fast.agent import losses
-    >>> def abs_rows(out_tm1, a, r, d, out_t, out_sel, q_values, delta):   # L1 on the TD error
-    ...     td = losses.td_errors(q_values(out_tm1), a, r, d, q_values(out_t))
+    >>> def abs_rows(x: losses.LossInput):   # L1 on the TD error
+    ...     td = losses.td_errors(x.q_tm1(), x.action, x.reward, x.discount, x.q_t())
     ...     return jnp.abs(td), td
     >>> losses.register("doc-l1", losses.Loss("doc-l1", abs_rows))
     >>> losses.get("doc-l1").name
@@ -67,19 +69,78 @@ def td_errors(q_tm1, a_tm1, r_t, discount_t, q_t_target, q_t_select=None):
     return target - q_a
 
 
+class LossInput(NamedTuple):
+    """One batch as a loss's rows read it (module docstring).
+
+    Attributes:
+      out_tm1: the online network's output at the sampled observations.
+      action, reward, discount: `[B]` the taken actions (int), the (n-step) rewards and the
+        discounts (0 where the episode terminated).
+      out_t: the target network's output at the next observations (None for a loss that
+        declares `bootstrap=False`).
+      out_t_select: with double Q, the online network's output at the next observations under
+        `stop_gradient` (else None).
+      delta: the Huber threshold (traced).
+      to_q: the value head's `output -> Q-values [B, A]`.
+      legal_t, legal_tm1: `[B, A]` legal actions at the next and at the sampled observations
+        (None: every action).
+      target_tm1: the target network's output at the sampled observations, for a loss that
+        declares `target_tm1=True` (else None).
+      settings: the loss's own traced settings (`Loss.settings`), or None.
+    """
+
+    out_tm1: Any
+    action: Array
+    reward: Array
+    discount: Array
+    out_t: Any
+    out_t_select: Any
+    delta: Array
+    to_q: Callable[[Any], Array]
+    legal_t: Array | None = None
+    legal_tm1: Array | None = None
+    target_tm1: Any = None
+    settings: tuple | None = None
+
+    def q_tm1(self) -> Array:
+        """`[B, A]` online Q at the sampled observations, unmasked (a reset row's ignored
+        action may be illegal)."""
+        return self.to_q(self.out_tm1)
+
+    def q_t(self) -> Array:
+        """`[B, A]` target Q at the next observations, over their legal actions."""
+        return mask_q(self.to_q(self.out_t), self.legal_t)
+
+    def q_t_select(self) -> Array | None:
+        """`[B, A]` online Q at the next observations (double Q), over their legal actions."""
+        return (
+            None
+            if self.out_t_select is None
+            else mask_q(self.to_q(self.out_t_select), self.legal_t)
+        )
+
+    def q_target_tm1(self) -> Array:
+        """`[B, A]` target Q at the sampled observations, over their legal actions."""
+        return mask_q(self.to_q(self.target_tm1), self.legal_tm1)
+
+    def bootstrap_action(self) -> Array:
+        """`[B]` the next state's action: the argmax of the online Q (double Q) or the
+        target's, over the legal actions."""
+        select = self.q_t() if self.out_t_select is None else self.q_t_select()
+        return jnp.argmax(select, axis=-1)
+
+
 class Loss(NamedTuple):
-    """A TD loss: `rows(...) -> (loss [B], td [B])` (module docstring); `head`: the value head
-    whose output it reads (None: any head, through `q_values`).
+    """A TD loss: `rows(LossInput) -> (loss [B], td [B])` (module docstring); `head`: the value
+    head whose output it reads (None: any head, through `LossInput.to_q`).
 
-    `bootstrap=False`: the loss reads no next observation (its target is in `batch.reward`, a
-    return the learner computed: the rollout learner's lambda-return); the target and selection
-    passes are then not computed and `rows` gets None for `out_t_target` and `out_t_select`.
-
-    Two optional inputs, each passed to `rows` as a keyword only when the loss asks for it:
-    `target_tm1=True` gives `target_tm1=` the target network's output at the sampled
-    observations (Munchausen's policy at `s`); `settings(hparams) -> tuple` picks the loss's own
-    traced settings from the seed's `HParams` (fields declared `knob(sweep=True)` in
-    `DQNConfig`), passed as `settings=`.
+    What a loss needs beyond the common input, declared so that nothing else is computed:
+    `bootstrap=False`: it reads no next observation (its target is in `reward`, a return the
+    learner computed: the rollout learner's lambda-return); the target and selection passes are
+    not computed and `out_t`, `out_t_select` are None. `target_tm1=True`: the target network's
+    output at the sampled observations (Munchausen's policy at `s`). `settings(hparams) ->
+    tuple`: the loss's own traced settings from the seed's `HParams` (fields declared
+    `knob(sweep=True)`).
     """
 
     name: str
@@ -91,21 +152,17 @@ class Loss(NamedTuple):
 
 
 def _td_rows(kind: str) -> Callable:
-    config = DQNConfig(loss=kind)
-
-    def rows(out_tm1, a_tm1, r_t, discount_t, out_t_target, out_t_select, q_values, delta):
-        select = None if out_t_select is None else q_values(out_t_select)
-        td = td_errors(q_values(out_tm1), a_tm1, r_t, discount_t, q_values(out_t_target), select)
-        return per_item_loss(config, td, delta), td
+    def rows(x: LossInput):
+        td = td_errors(x.q_tm1(), x.action, x.reward, x.discount, x.q_t(), x.q_t_select())
+        return per_item_loss(DQNConfig(loss=kind), td, x.delta), td
 
     return rows
 
 
-def _regression_rows(out_tm1, a_tm1, r_t, discount_t, out_t_target, out_t_select, q_values, delta):
-    """`0.5 (r_t - Q(s, a))^2`: `r_t` is the learner's own target (a lambda-return)."""
-    del discount_t, out_t_target, out_t_select, delta
-    q = q_values(out_tm1)
-    td = r_t - jnp.take_along_axis(q, a_tm1[:, None].astype(jnp.int32), axis=-1)[:, 0]
+def _regression_rows(x: LossInput):
+    """`0.5 (r - Q(s, a))^2`: `reward` is the learner's own target (a lambda-return)."""
+    q = x.q_tm1()
+    td = x.reward - jnp.take_along_axis(q, x.action[:, None].astype(jnp.int32), axis=-1)[:, 0]
     return 0.5 * td**2, td
 
 
@@ -113,7 +170,6 @@ TD_LOSSES = ("mse", "huber")  # the losses on the TD error of Q-values
 for _name in TD_LOSSES:
     LOSSES.register(_name, Loss(_name, _td_rows(_name)), builtin=True)
 LOSSES.register("regression", Loss("regression", _regression_rows, bootstrap=False), builtin=True)
-BUILTIN = LOSSES.builtin
 
 
 def register(name: str, loss: Loss) -> None:
@@ -145,27 +201,6 @@ def _config_hparams(config: DQNConfig):
     return hparams_from_parts(config, ScheduleConfig(), ReplayConfig())
 
 
-class _Masked:
-    """A network output with the legal actions of its observations: the loss's `q_values`
-    masks its Q-values (`agent.masks`); every other attribute is the output's own, so a loss's
-    rows read it as they read the output."""
-
-    def __init__(self, out: Any, legal: Array) -> None:
-        self.out, self.legal = out, legal
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.out, name)
-
-
-def _masking(q_values: Callable[[Any], Array]) -> Callable[[Any], Array]:
-    def masked(out: Any) -> Array:
-        if isinstance(out, _Masked):
-            return mask_q(q_values(out.out), out.legal)
-        return q_values(out)
-
-    return masked
-
-
 def make_loss(
     config: DQNConfig,
     net: Any,
@@ -190,7 +225,7 @@ def make_loss(
     from jaxrl_fast.agent.margin import margin_term
 
     spec = get(config.loss)
-    q_values = _masking(q_values or _identity)
+    q_values = q_values or _identity
     default_hp = None if spec.settings is None else _config_hparams(config)
 
     streams = getattr(net, "rng_streams", ())
@@ -201,42 +236,32 @@ def make_loss(
         # each pass of a network that draws (noisy layers) its own key; else no key at all
         keys = [None] * 4 if key is None or not streams else list(jax.random.split(key, 4))
 
-        def apply(p, obs, k, role, masked=True):
+        def apply(p, obs, k, role):
             # a network that draws is a QNetwork: its pass's role sets a sampling head's count
             if not streams:
-                out = net.apply(p, obs)
-            else:
-                r = rngs(streams, k)
-                out = net.apply(p, obs, role=role, **({} if r is None else {"rngs": r}))
-            return out if legal is None or not masked else _Masked(out, legal(obs))
+                return net.apply(p, obs)
+            r = rngs(streams, k)
+            return net.apply(p, obs, role=role, **({} if r is None else {"rngs": r}))
 
-        extra = {}
+        settings = target_tm1 = legal_tm1 = legal_t = None
         if spec.settings is not None:
             hp = getattr(knobs, "hparams", None)
-            hp = default_hp if hp is None else hp
-            extra["settings"] = spec.settings(hp)
+            settings = spec.settings(default_hp if hp is None else hp)
         if spec.target_tm1:
-            extra["target_tm1"] = apply(target_params, batch.obs, keys[3], "target")
-        # the taken action's value unmasked: a reset row's ignored action may be illegal
-        out_tm1 = apply(params, batch.obs, keys[0], "online", masked=False)
-        out_t_target = out_t_select = None
+            target_tm1 = apply(target_params, batch.obs, keys[3], "target")
+            legal_tm1 = None if legal is None else legal(batch.obs)
+        out_tm1 = apply(params, batch.obs, keys[0], "online")
+        out_t = out_t_select = None
         if spec.bootstrap:
-            out_t_target = apply(target_params, batch.next_obs, keys[1], "target")
+            out_t = apply(target_params, batch.next_obs, keys[1], "target")
             if config.double_q:
                 out_t_select = apply(
                     jax.lax.stop_gradient(params), batch.next_obs, keys[2], "select"
                 )
-        per_item, td = spec.rows(
-            out_tm1,
-            batch.action,
-            batch.reward,
-            batch.discount,
-            out_t_target,
-            out_t_select,
-            q_values,
-            delta,
-            **extra,
-        )
+            legal_t = None if legal is None else legal(batch.next_obs)
+        x = LossInput(out_tm1, batch.action, batch.reward, batch.discount, out_t, out_t_select,
+                      delta, q_values, legal_t, legal_tm1, target_tm1, settings)  # fmt: skip
+        per_item, td = spec.rows(x)
         w = batch.weight
         valid = (w > 0).astype(jnp.float32)
         rows = jnp.maximum(jnp.sum(valid), 1.0)

@@ -9,9 +9,25 @@ weighted by `DemoConfig.weight`, decaying linearly to 0 over the first
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax.numpy as jnp
 
 from jaxrl_fast.types import Array, Batch
+
+
+class MarginSpec(NamedTuple):
+    """The large-margin term of a run with demonstrations (`make_agent(demo=...)`).
+
+    Attributes:
+      margin: the margin on the non-demonstrated actions (`DemoConfig.margin`).
+      weight: the term's initial weight (`DemoConfig.weight`).
+      decay_updates: updates over which the weight decays linearly to 0.
+    """
+
+    margin: float
+    weight: float
+    decay_updates: int
 
 
 def margin_term(q_tm1: Array, q_a: Array, batch: Batch, margin: float, weight: Array) -> Array:

@@ -53,18 +53,13 @@ def _settings(hp) -> tuple[Array, Array, Array]:
     return hp.munchausen_alpha, hp.munchausen_tau, hp.munchausen_l0
 
 
-def munchausen_rows(
-    out_tm1, a_tm1, r_t, discount_t, out_t_target, out_t_select, q_values, delta, *,
-    target_tm1, settings,
-):  # fmt: skip
-    """The "m-dqn" loss's rows (`losses.Loss`): Huber on `y - q(s, a)` and that TD error."""
-    del out_t_select  # the soft value needs no selection
-    q_tm1 = q_values(out_tm1)
-    y = munchausen_targets(
-        q_values(target_tm1), a_tm1, r_t, discount_t, q_values(out_t_target), *settings
-    )
-    td = y - jnp.take_along_axis(q_tm1, a_tm1[:, None].astype(jnp.int32), axis=-1)[:, 0]
-    return per_item_loss(_HUBER, td, delta), td
+def munchausen_rows(x: losses.LossInput):
+    """The "m-dqn" loss's rows (`losses.Loss`): Huber on `y - q(s, a)` and that TD error (the
+    soft value needs no selection: `out_t_select` is not read)."""
+    a_tm1 = x.action
+    y = munchausen_targets(x.q_target_tm1(), a_tm1, x.reward, x.discount, x.q_t(), *x.settings)
+    td = y - jnp.take_along_axis(x.q_tm1(), a_tm1[:, None].astype(jnp.int32), axis=-1)[:, 0]
+    return per_item_loss(_HUBER, td, x.delta), td
 
 
 MUNCHAUSEN = losses.Loss("m-dqn", munchausen_rows, target_tm1=True, settings=_settings)

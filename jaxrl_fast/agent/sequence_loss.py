@@ -5,6 +5,8 @@ at episode ends by the same rules as L1 staging (`replay/staging.py`)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -12,6 +14,20 @@ import optax
 
 from jaxrl_fast.config import DQNConfig
 from jaxrl_fast.types import Array, SequenceBatch
+
+
+class SequenceSpec(NamedTuple):
+    """The stored sequences a recurrent agent trains on (`make_agent(sequence=...)`).
+
+    Attributes:
+      burn_in: steps unrolled without gradient before the loss (`ReplayConfig.burn_in`).
+      length: steps per stored sequence (`ReplayConfig.sequence_length`).
+      n_step: steps of each target's return (`ReplayConfig.n_step`).
+    """
+
+    burn_in: int
+    length: int
+    n_step: int
 
 
 def per_item_loss(config: DQNConfig, td: Array, delta=None) -> Array:

@@ -10,14 +10,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_fast.agent.dqn import AgentState, make_agent
+from jaxrl_fast.agent.build import agent_of
+from jaxrl_fast.agent.dqn import AgentState
 from jaxrl_fast.agent.evaluate import make_evaluate
-from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.agent.precision import resolve_precision
 from jaxrl_fast.agent.schedules import make_schedules
 from jaxrl_fast.baseline.replay import HostReplay
 from jaxrl_fast.config import TrainConfig
-from jaxrl_fast.config.hparams import hparams_of
 from jaxrl_fast.envs import Env
 from jaxrl_fast.envs.host import HostEnv, make_host_env
 from jaxrl_fast.envs.shaping import make_shaping
@@ -56,16 +55,7 @@ def compile_parts(config: TrainConfig, env: Env | None = None) -> Parts:
     torso = config.network.torso(spec.obs_shape)
     precision = resolve_precision(config.precision, device, torso)  # as `train`'s
     choices = seeds.resolve_choices(config, str(device.platform), fused=False)
-    network = QNetwork.for_precision(config.network, spec, precision, conv_impl=choices.conv_impl)
-    agent = make_agent(
-        config.dqn,
-        network,
-        spec.num_actions,
-        learning_rate=schedules.learning_rate,
-        hparams=hparams_of(config),
-        precision=precision,
-        action_mask=spec.action_mask,
-    )
+    agent = agent_of(config, spec, precision, schedules, conv_impl=choices.conv_impl)
     evaluate_one = make_evaluate(config, agent, num_seeds=1)
 
     def _act(agent_state: AgentState, key: PRNGKey, obs: Array, collect_index: Array):

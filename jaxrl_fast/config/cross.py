@@ -89,6 +89,12 @@ def check_demos(cfg: Any) -> None:
     demo = cfg.demo
     if not demo.active:
         return
+    if cfg.env.is_envpool:
+        raise ValueError(
+            f"DemoConfig.source={demo.source!r} is not allowed with EnvConfig.name="
+            f"{cfg.env.name!r}: demonstrations are played and replayed on JAX envs, and an "
+            "envpool env is not one; use source=''."
+        )
     if cfg.network.lstm or cfg.replay.l3 != "off":
         raise ValueError(
             f"DemoConfig.source={demo.source!r} is not allowed with NetworkConfig.lstm="

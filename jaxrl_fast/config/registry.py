@@ -4,7 +4,10 @@ A `Registry` maps names to parts (value heads, losses, ...). Config fields hold 
 (configs stay JSON and resumable), the config checks the name against the registry when it is
 built (an unknown name is refused before anything compiles, listing the known ones), and the
 builder looks the part up. The registries live here, below `config`, so that the config can
-check names without importing the layers that define the parts; those layers fill them in.
+check names without importing the layers that define the parts; those layers fill them in, the
+library's own parts as built-ins (`register(..., builtin=True)`) when `jaxrl_fast` is imported
+(its `__init__` imports every part module before any config is made), so each name is written
+once, in its module.
 """
 
 from __future__ import annotations
@@ -18,13 +21,18 @@ class Registry:
     Args:
       field: the config field that names a part, e.g. "DQNConfig.loss".
       what: what a part is, in words, e.g. "loss".
-      builtin: the library's names (their parts are registered by the module defining them).
       how: where users add one, e.g. "jaxrl_fast.agent.losses.register".
     """
 
-    def __init__(self, field: str, what: str, builtin: tuple[str, ...], how: str):
-        self.field, self.what, self.builtin, self.how = field, what, builtin, how
+    def __init__(self, field: str, what: str, how: str):
+        self.field, self.what, self.how = field, what, how
         self._parts: dict[str, Any] = {}
+        self._builtin: list[str] = []
+
+    @property
+    def builtin(self) -> tuple[str, ...]:
+        """The library's names, in the order their modules registered them."""
+        return tuple(self._builtin)
 
     def register(self, name: str, part: Any, *, builtin: bool = False) -> None:
         """Make `part` available under `name`.
@@ -40,6 +48,8 @@ class Registry:
         if self._parts.get(name, part) != part:
             raise ValueError(f"{self.what} {name!r} is already registered to another {self.what}.")
         self._parts[name] = part
+        if builtin and name not in self._builtin:
+            self._builtin.append(name)
 
     def names(self) -> list[str]:
         """Every name the field takes in this process: the built-in ones, then the added ones."""
@@ -50,7 +60,7 @@ class Registry:
         return f"one of {self.names()} (add one with {self.how})"
 
     def __contains__(self, name: object) -> bool:
-        return name in self.builtin or name in self._parts
+        return name in self._parts
 
     def find(self, name: str) -> Any:
         """The part registered as `name`, or None (not registered, or not yet)."""
@@ -72,24 +82,20 @@ class Registry:
 HEADS = Registry(
     "NetworkConfig.head",
     "value head",
-    ("scalar", "dueling", "c51", "qr-dqn", "hl-gauss", "iqn"),
     "jaxrl_fast.agent.heads.register",
 )
 LOSSES = Registry(
     "DQNConfig.loss",
     "loss",
-    ("mse", "huber", "c51", "qr-dqn", "hl-gauss", "m-dqn", "iqn", "regression"),
     "jaxrl_fast.agent.losses.register",
 )
 DENSE_LAYERS = Registry(
     "NetworkConfig.dense",
     "dense layer",
-    ("dense", "noisy"),
     "jaxrl_fast.agent.dense.register",
 )
 LEARNERS = Registry(
     "TrainConfig.learner",
     "learner",
-    ("replay", "rollout"),
     "jaxrl_fast.loop.learners.register",
 )

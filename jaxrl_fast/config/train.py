@@ -107,6 +107,15 @@ class TrainConfig:
     prng_impl: str = "threefry2x32"
 
     def __post_init__(self) -> None:
+        self._check_sections()
+        self._check_run_fields()
+        self._check_blocks()
+        self._check_replay_rows()
+        self._check_across_sections()
+        self._check_chunks()
+
+    def _check_sections(self) -> None:
+        """Each section is its config class (a dict or a wrong class is refused)."""
         for name, cls in (
             ("env", EnvConfig),
             ("network", NetworkConfig),
@@ -119,7 +128,9 @@ class TrainConfig:
             ("selfplay", SelfPlayConfig),
         ):
             require(self, name, isinstance(getattr(self, name), cls), f"a {cls.__name__}")
-        e = self.env.num_envs
+
+    def _check_run_fields(self) -> None:
+        """Seeds, evaluation, the seed loop and the PRNG."""
         require(self, "seed", is_int(self.seed) and self.seed >= 0, "an int >= 0")
         require(self, "num_seeds", is_int(self.num_seeds) and self.num_seeds > 0, "a positive int")
         require(
@@ -147,6 +158,11 @@ class TrainConfig:
             is_num(self.eval_epsilon) and 0 <= self.eval_epsilon <= 1,
             "a float in [0, 1]",
         )
+
+    def _check_blocks(self) -> None:
+        """The loop's shape: blocks of `train_frequency` env steps after a prefill of
+        `learning_starts`, to `total_env_steps` (all multiples of `env.num_envs`)."""
+        e = self.env.num_envs
         require(
             self,
             "updates_per_block",
@@ -185,6 +201,10 @@ class TrainConfig:
             f"learning_starts) a multiple of train_frequency={self.train_frequency}; "
             f"nearest valid: {self._nearest_total()}",
         )
+
+    def _check_replay_rows(self) -> None:
+        """The replay's capacity in whole rows of `env.num_envs`; target updates on blocks."""
+        e = self.env.num_envs
         replay_rows = isinstance(self.replay.capacity, int) and not self.rollout
         if replay_rows and self.replay.capacity % e:
             raise ValueError(
@@ -203,6 +223,9 @@ class TrainConfig:
                 f"multiple of TrainConfig.train_frequency={self.train_frequency} (target updates "
                 f"happen on block boundaries)."
             )
+
+    def _check_across_sections(self) -> None:
+        """Checks that read several sections (`config.cross`), and seeds per env variant."""
         for check in (cross.check_parallel, cross.check_rollout, cross.check_recurrent,
                       cross.check_demos):  # fmt: skip
             check(self)
@@ -213,6 +236,9 @@ class TrainConfig:
                 f"{self.env.num_variants} (seed i trains on variant i mod "
                 f"{self.env.num_variants}), e.g. {self.env.num_variants}."
             )
+
+    def _check_chunks(self) -> None:
+        """`num_chunks` divides the blocks."""
         if self.num_chunks is not None:
             ok = (
                 is_int(self.num_chunks)

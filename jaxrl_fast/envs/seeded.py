@@ -35,6 +35,8 @@ class SeededEnv(NamedTuple):
       state_axes: the state's seed axis for `vmap` / sharding: 0 (per seed) or None (one state
         shared by all seeds).
       single_device: the seeds cannot be spread over devices (one pool for all of them).
+      state_saved: a checkpoint of the runner holds the envs' state. False for a pool whose
+        state lives outside JAX (envpool's emulators): a resumed run restarts its episodes.
       reset: `keys [S] -> (state, obs [S, E, *obs_shape])`.
       step: `(keys [S], state, action [S, E]) -> (state, obs [S, E, ...], reward [S, E],
         done [S, E], info)`, `info` holding `[S, E]` arrays as `Env.step`'s does.
@@ -46,6 +48,7 @@ class SeededEnv(NamedTuple):
     single_device: bool
     reset: Callable[[PRNGKey], tuple[Any, Array]]
     step: Callable[[PRNGKey, Any, Array], tuple[Any, Array, Array, Array, dict]]
+    state_saved: bool = True
     # envs with varying parameters (`envs.variation`), per seed: `reset_with(keys [S],
     # {field: [S]})`, `params_of(state) -> {field: [S]}`, `with_params(state, {field: [S]})`
     reset_with: Callable[[PRNGKey, dict], tuple[Any, Array]] | None = None
@@ -116,6 +119,7 @@ def make_seeded_env(env: Env, num_seeds: int) -> SeededEnv:
         num_seeds=num_seeds,
         state_axes=None,
         single_device=True,
+        state_saved=False,
         reset=reset,
         step=step,
     )

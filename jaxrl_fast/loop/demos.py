@@ -31,14 +31,15 @@ _STEP_KEYS = Transition._fields[:6]
 
 def env_of(config: TrainConfig):
     """One env of `config`'s kind (its discretisation and observation choice), for playing and
-    checking demonstrations; envpool envs are refused."""
-    if config.env.is_envpool:
-        raise ValueError(
-            f"demonstrations are for gymnax envs; {config.env.name!r} is an envpool env "
-            "(DemoConfig.source must stay '')."
-        )
+    checking demonstrations; a pool of host-stepped envs (envpool) is refused."""
     e = config.env
-    return make_env(e.name, e.num_envs, discretise=e.discretise, observe=e.observe)
+    env = make_env(e.name, e.num_envs, discretise=e.discretise, observe=e.observe)
+    if not env.spec.seed_vmappable:
+        raise ValueError(
+            f"demonstrations are played on JAX envs; EnvConfig.name={e.name!r} is a pool of "
+            "host-stepped envs (envpool)."
+        )
+    return env
 
 
 def play(config: TrainConfig, policy: Callable[[Array, Array], Array], steps: int, seed: int):

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from jaxrl_fast.agent.dqn import Agent, make_agent
-from jaxrl_fast.agent.network import QNetwork
+from jaxrl_fast.agent.build import agent_of
+from jaxrl_fast.agent.dqn import Agent
 from jaxrl_fast.agent.schedules import Schedules, make_schedules
 from jaxrl_fast.config import TrainConfig
-from jaxrl_fast.config.hparams import Kinds, hparams_of
+from jaxrl_fast.config.hparams import Kinds
 from jaxrl_fast.config.registry import LEARNERS
 from jaxrl_fast.envs.seeded import SeededEnv
 from jaxrl_fast.loop.resolve import ResolvedRun
@@ -51,31 +51,14 @@ def make_parts(run: ResolvedRun, kinds: Kinds) -> LoopParts:
     config, spec = run.config, run.env.spec
     schedules = make_schedules(config, kinds)
     exchange = make_exchange(config.parallel, config.total_updates)
-    network = QNetwork.for_precision(
-        config.network, spec, run.precision, conv_impl=run.choices.conv_impl
-    )
-    replay = config.replay
-    agent = make_agent(
-        config.dqn,
-        network,
-        spec.num_actions,
-        learning_rate=schedules.learning_rate,
-        hparams=hparams_of(config),
-        update_gamma=schedules.update_gamma,
+    agent = agent_of(
+        config,
+        spec,
+        run.precision,
+        schedules,
+        conv_impl=run.choices.conv_impl,
         clip=kinds.clip,
-        precision=run.precision,
         exchange=exchange,
-        sequence=(replay.burn_in, replay.sequence_length, replay.n_step)
-        if replay.sequence_length
-        else None,
-        demo=(
-            config.demo.margin,
-            config.demo.weight,
-            int(config.demo.decay_fraction * config.total_updates),
-        )
-        if config.demo.active
-        else None,
-        action_mask=spec.action_mask,
     )
     buffer = LEARNERS.get(config.learner).store(run, agent)
     return LoopParts(run, config, run.env, schedules, exchange, agent, buffer, kinds)

@@ -221,8 +221,52 @@ def _run(
 ) -> TrainResult:
     """Run init and every chunk, log them, evaluate, and gather the `TrainResult`."""
     config = fns.run.config
+    bar = _progress_bar(config, progress)
+    t = time.perf_counter()
+    runner = compiled.init(compiled.keys, compiled.seed_ids, compiled.hparams)
+    if progress:
+        for line in fns.run.describe():
+            bar.write(line)
+    log = ChunkLog(fns, bar, on_chunk, t)
+    runner, start, env_steps = _resume(fns, runner, log, bar, saver, metrics)
+    evaluator = Evaluator(compiled)
+    runner, env_steps, final, evaluations = _run_chunks(
+        fns, compiled, evaluator, runner, log, saver, start, env_steps
+    )
+    jax.block_until_ready(runner)
+    run_time = time.perf_counter() - t
+    # the first chunk this call ran (a resumed run's first chunk ran in another process)
+    first_chunk_time = log.history[start]["elapsed_s"] if start < config.chunks else run_time
+    bar.close()
+
+    t, waited = time.perf_counter(), evaluator.compile_wait_s
+    final_return = np.asarray(parallel.to_host(evaluator(runner) if final is None else final))
+    eval_time = time.perf_counter() - t - (evaluator.compile_wait_s - waited)
+    return TrainResult(
+        config=config,
+        runner=runner,
+        final_return=final_return,
+        train_return=np.asarray(log.history[-1]["episode_return"], dtype=np.float64),
+        history=log.history,
+        env_steps=env_steps,
+        compile_time_s=compiled.compile_time_s + evaluator.compile_wait_s,
+        run_time_s=run_time,
+        first_chunk_time_s=first_chunk_time,
+        eval_time_s=eval_time,
+        wall_time_s=time.perf_counter() - wall,
+        num_devices=compiled.num_devices,
+        precision=fns.run.precision.describe(),
+        fp32_fallback_env_steps=log.fallback_at,
+        spec=fns.run.env.spec,
+        resumed_env_steps=log.resumed_env_steps,
+        resumed_chunks=start,
+        evaluations=evaluations + (final is None and config.eval_episodes > 0),
+    )
+
+
+def _progress_bar(config: TrainConfig, progress: bool) -> tqdm.tqdm:
     seeds_word = "seeds" if config.num_seeds > 1 else "seed"
-    bar = tqdm.tqdm(
+    return tqdm.tqdm(
         total=config.total_env_steps,
         desc=f"{config.env.name} x{config.num_seeds} {seeds_word}",
         unit="step",
@@ -230,53 +274,70 @@ def _run(
         disable=not progress,
         dynamic_ncols=True,
     )
-    t = time.perf_counter()
-    runner = compiled.init(compiled.keys, compiled.seed_ids, compiled.hparams)
-    if progress:
-        for line in fns.run.describe():
-            bar.write(line)
-    log = ChunkLog(fns, bar, on_chunk, t)
-    steps_per_chunk = config.blocks_per_chunk * config.train_frequency
-    env_steps, pending, start, evaluations = config.learning_starts, None, 0, 0
+
+
+def _resume(
+    fns: TrainFns,
+    runner: RunnerState,
+    log: ChunkLog,
+    bar: tqdm.tqdm,
+    saver: checkpoint.Checkpointer | None,
+    metrics: MetricsWriter | None,
+) -> tuple[RunnerState, int, int]:
+    """`(runner, first chunk, env steps per seed)`: the latest checkpoint's when `saver` resumes
+    from one (its chunk log and replay counters into `log`, its metrics rows kept), else the
+    fresh `runner`'s at the end of the prefill."""
+    config = fns.run.config
     restored = None if saver is None else saver.restore_latest(runner)
-    if restored is not None:
-        fresh, (runner, record, start) = runner, restored
-        # the hyperparameters are this call's (a forced config's new values take effect)
-        agents = runner.seeds.agent.replace(hparams=fresh.seeds.agent.hparams)
-        runner = runner._replace(seeds=runner.seeds._replace(agent=agents))
-        if config.env.is_envpool:
-            runner = _restart_envs(fns, runner, fresh)
+    if restored is None:
+        if saver is not None and saver.resume and parallel.is_main():
             tqdm.tqdm.write(
-                f"resume: envpool cannot save its emulators, so the {config.env.name} envs start "
-                f"new games; the replay is kept (its newest {config.replay.n_step} row(s) per "
-                "env leave sampling: their next observations were never stored)",
+                f"resume: {saver.directory} holds no checkpoint yet, so the run starts from env "
+                "step 0 there",
                 file=sys.stderr,
             )
-        log.history, env_steps = list(record["history"]), record["env_steps"]
-        # the replay's counters at the checkpoint: the next chunk reports its own interval
-        log.resume_counters(parallel.to_host(fns.buffer.counters(runner.seeds.replay)))
-        if metrics is not None:
-            metrics.keep_chunks_before(start)
-        bar.update(env_steps)
-        if parallel.is_main():  # with or without the progress bar: where the run goes on from
-            tqdm.tqdm.write(
-                f"resumed from the checkpoint after {start} of {config.chunks} chunks "
-                f"({env_steps:,} env steps per seed): {saver.directory}/{start}",
-                file=sys.stderr,
-            )
-    elif saver is not None and saver.resume and parallel.is_main():
+        log.resumed_env_steps = 0
+        return runner, 0, config.learning_starts
+    fresh, (runner, record, start) = runner, restored
+    # the hyperparameters are this call's (a forced config's new values take effect)
+    agents = runner.seeds.agent.replace(hparams=fresh.seeds.agent.hparams)
+    runner = runner._replace(seeds=runner.seeds._replace(agent=agents))
+    if not fns.run.env.state_saved:
+        runner = _restart_envs(fns, runner, fresh)
         tqdm.tqdm.write(
-            f"resume: {saver.directory} holds no checkpoint yet, so the run starts from env step "
-            "0 there",
+            f"resume: the {config.env.name} envs' state cannot be saved (envpool's emulators), "
+            f"so they start new games; the replay is kept (its newest {config.replay.n_step} "
+            "row(s) per env leave sampling: their next observations were never stored)",
             file=sys.stderr,
         )
-    resumed_env_steps = log.resumed_env_steps = env_steps if restored is not None else 0
-    # Dispatch chunk k+1 before reading chunk k's metrics, so the device never waits on the host
-    # (except after a chunk that is checkpointed: the next chunk donates the saved buffers).
-    # An evaluation is dispatched after the chunk it evaluates and before the next one, which
-    # donates the runner it reads (the runtime orders the two).
-    evaluator = Evaluator(compiled)
-    final = None
+    log.history, env_steps = list(record["history"]), record["env_steps"]
+    # the replay's counters at the checkpoint: the next chunk reports its own interval
+    log.resume_counters(parallel.to_host(fns.buffer.counters(runner.seeds.replay)))
+    if metrics is not None:
+        metrics.keep_chunks_before(start)
+    bar.update(env_steps)
+    if parallel.is_main():  # with or without the progress bar: where the run goes on from
+        tqdm.tqdm.write(
+            f"resumed from the checkpoint after {start} of {config.chunks} chunks "
+            f"({env_steps:,} env steps per seed): {saver.directory}/{start}",
+            file=sys.stderr,
+        )
+    log.resumed_env_steps = env_steps
+    return runner, start, env_steps
+
+
+def _run_chunks(fns, compiled, evaluator, runner, log, saver, start, env_steps):
+    """Run chunks `start ..` and record them: `(runner, env steps, the last chunk's evaluation
+    or None, evaluations run)`.
+
+    Chunk k+1 is dispatched before chunk k's metrics are read, so the device never waits on the
+    host (except after a chunk that is checkpointed: the next chunk donates the saved buffers).
+    An evaluation is dispatched after the chunk it evaluates and before the next one, which
+    donates the runner it reads (the runtime orders the two).
+    """
+    config = fns.run.config
+    steps_per_chunk = config.blocks_per_chunk * config.train_frequency
+    pending, final, evaluations = None, None, 0
     for chunk in range(start, config.chunks):
         runner, metrics = compiled.run_chunk(runner)
         due = _eval_due(config, env_steps, env_steps + steps_per_chunk)
@@ -298,33 +359,4 @@ def _run(
                 pending = None
     if pending is not None:
         log.record(*pending)
-    jax.block_until_ready(runner)
-    run_time = time.perf_counter() - t
-    # the first chunk this call ran (a resumed run's first chunk ran in another process)
-    first_chunk_time = log.history[start]["elapsed_s"] if start < config.chunks else run_time
-    bar.close()
-
-    t, waited = time.perf_counter(), evaluator.compile_wait_s
-    final_return = np.asarray(parallel.to_host(evaluator(runner) if final is None else final))
-    eval_time = time.perf_counter() - t - (evaluator.compile_wait_s - waited)
-    compile_time = compiled.compile_time_s + evaluator.compile_wait_s
-    return TrainResult(
-        config=config,
-        runner=runner,
-        final_return=final_return,
-        train_return=np.asarray(log.history[-1]["episode_return"], dtype=np.float64),
-        history=log.history,
-        env_steps=env_steps,
-        compile_time_s=compile_time,
-        run_time_s=run_time,
-        first_chunk_time_s=first_chunk_time,
-        eval_time_s=eval_time,
-        wall_time_s=time.perf_counter() - wall,
-        num_devices=compiled.num_devices,
-        precision=fns.run.precision.describe(),
-        fp32_fallback_env_steps=log.fallback_at,
-        spec=fns.run.env.spec,
-        resumed_env_steps=resumed_env_steps,
-        resumed_chunks=start,
-        evaluations=evaluations + (final is None and config.eval_episodes > 0),
-    )
+    return runner, env_steps, final, evaluations

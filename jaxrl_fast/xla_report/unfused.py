@@ -26,7 +26,7 @@ def unfused_totals(config: TrainConfig, spec: Any, blocks: int) -> dict[str, int
     steps = config.prefill_steps + blocks * config.collect_steps_per_block
     updates = blocks * config.updates_per_block
     targets = blocks // config.target_period_blocks
-    pool = config.env.is_envpool
+    pool = not spec.seed_vmappable  # one pool of host-stepped envs (envpool)
     return {
         "collect_steps": steps,
         "updates": updates,

@@ -18,7 +18,9 @@ from jaxrl_fast import train
 from jaxrl_fast.agent import distributional as dist
 from jaxrl_fast.agent import make_agent
 from jaxrl_fast.agent.heads import HeadArgs
+from jaxrl_fast.agent.losses import LossInput
 from jaxrl_fast.agent.network import QNetwork
+from jaxrl_fast.agent.sequence_loss import SequenceSpec
 from jaxrl_fast.config import DQNConfig, NetworkConfig, ReplayConfig
 
 B, A = 6, 3
@@ -42,7 +44,9 @@ def test_c51_loss_matches_rlax(double):
     out = lambda x: dist.Categorical(x, atoms, jnp.float32(0.0))  # noqa: E731
     sel = out(select) if double else None
     q = dist.C51.q_values
-    loss, td = dist.c51_rows(out(logits_tm1), a_tm1, r_t, discount, out(logits_t), sel, q, 1.0)
+    loss, td = dist.c51_rows(
+        LossInput(out(logits_tm1), a_tm1, r_t, discount, out(logits_t), sel, 1.0, q)
+    )
     if double:
         q_sel = q(out(select))
         expected = jax.vmap(rlax.categorical_double_q_learning, (None, 0, 0, 0, 0, None, 0, 0))(
@@ -76,7 +80,7 @@ def test_quantile_loss_matches_rlax(kappa, double):
     out = dist.Quantiles
     sel = out(select) if double else None
     loss, td = dist.qr_rows(
-        out(theta_tm1), a_tm1, r_t, discount, out(theta_t), sel, dist.QR.q_values, kappa
+        LossInput(out(theta_tm1), a_tm1, r_t, discount, out(theta_t), sel, kappa, dist.QR.q_values)
     )
     tau = dist.quantile_midpoints(n)
     np.testing.assert_allclose(tau, (2 * np.arange(n) + 1) / (2 * n), rtol=1e-6)
@@ -127,7 +131,9 @@ def test_qr_loss_gradient_matches_rlax():
     def ours(q):
         out = dist.Quantiles
         q_values = dist.QR.q_values
-        loss, _ = dist.qr_rows(out(q), a_tm1, r_t, discount, out(theta_t), None, q_values, 1.0)
+        loss, _ = dist.qr_rows(
+            LossInput(out(q), a_tm1, r_t, discount, out(theta_t), None, 1.0, q_values)
+        )
         return loss.sum()
 
     def theirs(q):
@@ -170,7 +176,7 @@ def test_hl_gauss_loss_is_the_cross_entropy_to_that_target():
     logits_tm1, logits_t, _, a_tm1, r_t, discount = _batch(jax.random.key(2), 9)
     out = lambda x: dist.Categorical(x, atoms, jnp.float32(0.75 * 0.5))  # noqa: E731
     loss, td = dist.hl_gauss_rows(
-        out(logits_tm1), a_tm1, r_t, discount, out(logits_t), None, head.q_values, 1.0
+        LossInput(out(logits_tm1), a_tm1, r_t, discount, out(logits_t), None, 1.0, head.q_values)
     )
     q_t = np.asarray(head.q_values(out(logits_t)))
     q_tm1 = np.asarray(head.q_values(out(logits_tm1)))
@@ -223,7 +229,7 @@ def test_heads_give_the_mean_as_q_values_and_their_dueling_form_centres_advantag
 def test_parts_that_do_not_fit_are_refused_before_tracing(network, dqn, match):
     net = QNetwork.from_config(network, tiny_spec())
     with pytest.raises(ValueError, match=match):
-        make_agent(dqn, net, 2, sequence=(0, 4, 1) if network.lstm else None)
+        make_agent(dqn, net, 2, sequence=SequenceSpec(0, 4, 1) if network.lstm else None)
 
 
 def tiny_spec():

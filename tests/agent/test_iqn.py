@@ -14,6 +14,7 @@ from conftest import assert_learned_probe_chain, tiny_config
 
 from jaxrl_fast import train
 from jaxrl_fast.agent import iqn, make_agent
+from jaxrl_fast.agent.losses import LossInput
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import DQNConfig, NetworkConfig
 from jaxrl_fast.envs import make_probe_env
@@ -48,10 +49,10 @@ def test_loss_matches_the_papers_equation(kappa, double):
     discount = np.array([0.99, 0.0, 0.9, 0.99, 0.5], np.float32)
     out = lambda v: iqn.ImplicitQuantiles(jnp.asarray(v), jnp.zeros(v.shape[::2]))  # noqa: E731
     sel = out(select) if double else None
-    loss, td = iqn.iqn_rows(
+    loss, td = iqn.iqn_rows(LossInput(
         iqn.ImplicitQuantiles(jnp.asarray(theta), jnp.asarray(taus)), jnp.asarray(a), r,
-        discount, out(target), sel, iqn.IQN.q_values, kappa,
-    )  # fmt: skip
+        discount, out(target), sel, kappa, iqn.IQN.q_values,
+    ))  # fmt: skip
     a_next = np.argmax((select if double else target).mean(-1), -1)
     want = _numpy_loss(theta, taus, a, r, discount, target, a_next, kappa)
     np.testing.assert_allclose(loss, want, rtol=1e-5, atol=1e-5)

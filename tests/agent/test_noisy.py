@@ -19,6 +19,7 @@ from jaxrl_fast.agent import make_agent
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.agent.noisy import NoisyDense, scaled_noise
 from jaxrl_fast.agent.schedules import budget_warnings
+from jaxrl_fast.agent.sequence_loss import SequenceSpec
 from jaxrl_fast.config import DQNConfig, NetworkConfig, ScheduleConfig
 from jaxrl_fast.envs import make_probe_env
 from jaxrl_fast.types import Batch
@@ -128,7 +129,7 @@ def test_recurrent_noisy_is_refused_and_epsilon_on_top_is_warned():
     spec = make_probe_env("probe-chain", 1).spec
     net = QNetwork.from_config(NetworkConfig(lstm=8, dense="noisy"), spec)
     with pytest.raises(ValueError, match="NetworkConfig.dense='noisy'"):
-        make_agent(DQNConfig(), net, 2, sequence=(0, 4, 1))
+        make_agent(DQNConfig(), net, 2, sequence=SequenceSpec(0, 4, 1))
     with pytest.raises(ValueError, match="NetworkConfig.dense"):
         NetworkConfig(dense="noisey")
     cfg = tiny_config()

@@ -14,7 +14,7 @@ from conftest import tiny_config
 
 from jaxrl_fast.agent.dqn import make_agent
 from jaxrl_fast.agent.network import QNetwork
-from jaxrl_fast.agent.sequence_loss import make_sequence_loss
+from jaxrl_fast.agent.sequence_loss import SequenceSpec, make_sequence_loss
 from jaxrl_fast.config import DQNConfig, EnvConfig, NetworkConfig, ReplayConfig, TrainConfig
 from jaxrl_fast.types import SequenceBatch
 
@@ -71,7 +71,9 @@ def test_agent_policy_and_refusals():
     net = QNetwork(2, (8,), lstm=4)
     with pytest.raises(ValueError, match="sequence="):
         make_agent(DQNConfig(), net, 2)
-    agent = make_agent(DQNConfig(), net, 2, sequence=(0, 2, 1))
+    with pytest.raises(TypeError, match="sequence= expects a SequenceSpec"):
+        make_agent(DQNConfig(), net, 2, sequence=(0, 2, 1))  # a bare tuple: which is which?
+    agent = make_agent(DQNConfig(), net, 2, sequence=SequenceSpec(0, 2, 1))
     state = agent.init(jax.random.key(0), jnp.zeros((3, 2)))
     obs = jnp.ones((3, 2))
     with pytest.raises(ValueError, match="Agent.step"):

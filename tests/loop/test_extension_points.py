@@ -23,10 +23,9 @@ def _two_linear(features, num_actions, dense):
     )
 
 
-def _l1_rows(out_tm1, a, r, discount, out_t, out_select, q_values, delta):
+def _l1_rows(x: losses.LossInput):
     """Toy loss: |td| (double-Q selection kept)."""
-    select = None if out_select is None else q_values(out_select)
-    td = losses.td_errors(q_values(out_tm1), a, r, discount, q_values(out_t), select)
+    td = losses.td_errors(x.q_tm1(), x.action, x.reward, x.discount, x.q_t(), x.q_t_select())
     return jnp.abs(td), td
 
 

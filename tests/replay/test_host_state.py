@@ -287,7 +287,7 @@ def test_load_copies_rows_in_slabs_from_tensorstores(monkeypatch):
     """Rows come in slabs (here 3 slots, the last one short) from anything that slices, such as
     a TensorStore opened on a saved array, so a restore need not hold the rows in RAM."""
     ts = pytest.importorskip("tensorstore")
-    from jaxrl_fast.replay import spill_state
+    from jaxrl_fast.replay import spill as spill_state
 
     rng = np.random.default_rng(3)
     store = HostStore("host", read_shape=(5, 3), **_KW)

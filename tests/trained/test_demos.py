@@ -12,6 +12,7 @@ from conftest import tiny_config
 
 from jaxrl_fast.agent.dqn import make_agent
 from jaxrl_fast.agent.losses import make_loss as _make_loss
+from jaxrl_fast.agent.margin import MarginSpec
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import DemoConfig, DQNConfig, NetworkConfig, ReplayConfig, TrainConfig
 from jaxrl_fast.loop import demos
@@ -62,7 +63,7 @@ def test_the_margin_loss_on_demonstration_rows():
 @pytest.mark.slow
 def test_the_margin_weight_decays_linearly_over_the_updates():
     net = QNetwork(3, (8,))
-    agent = make_agent(DQNConfig(loss="mse"), net, 3, demo=(0.8, 2.0, 10))
+    agent = make_agent(DQNConfig(loss="mse"), net, 3, demo=MarginSpec(0.8, 2.0, 10))
     state = agent.init(jax.random.key(0), jnp.zeros((4, 1)))
     batch = _batch([True, True, False, True])
 
