@@ -97,6 +97,12 @@ def test_the_package_root_holds_only_the_public_face_and_the_layer_folders():
     assert units == folders | {"types"}
 
 
+def test_the_tests_mirror_the_package_folders():
+    folders = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
+    tests = {p.name for p in (ROOT / "tests").iterdir() if any(p.glob("test_*.py"))}
+    assert folders <= tests, f"package folders with no tests/ folder: {sorted(folders - tests)}"
+
+
 def test_imports_point_down_the_layers():
     bad = []
     for module, targets in _graph().items():
