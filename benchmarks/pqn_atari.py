@@ -37,7 +37,7 @@ from jaxrl_fast.run.train import train  # noqa: E402
 def config(name: str, seeds: int, steps: int, prefill: int):
     cfg = presets.get(name)
     f, e = cfg.train_frequency, cfg.env.num_envs
-    starts = 0 if cfg.rollout else max(2 * e, prefill // e * e)
+    starts = 0 if not cfg.replays else max(2 * e, prefill // e * e)
     return cfg.replace(
         num_seeds=seeds,
         learning_starts=starts,

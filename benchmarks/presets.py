@@ -68,7 +68,7 @@ def random_return(
 def quick_config(cfg):
     """Shrink a preset's budget about 10x, keeping the loop's divisibility rules."""
     e = cfg.env.num_envs
-    learning_starts = 0 if cfg.rollout else max(2 * e, (cfg.learning_starts // 10) // e * e)
+    learning_starts = 0 if not cfg.replays else max(2 * e, (cfg.learning_starts // 10) // e * e)
     blocks = max(1, (cfg.total_env_steps - cfg.learning_starts) // cfg.train_frequency // 10)
     return cfg.replace(
         learning_starts=learning_starts,

@@ -76,11 +76,12 @@ SAME_AS_REJAX_PQN = {
     "cartpole": dict(
         env={"num_envs": 16, "reward_shaping": None},
         network={"hidden_sizes": (64, 64), "layer_norm": True},
-        dqn={"learning_rate": 3e-4, "optimizer": "adam", "td_lambda": 0.9, "target_period": 2048,
+        dqn={"learning_rate": 3e-4, "optimizer": "adam", "target_period": 2048,
              "max_grad_norm": 10.0, "gamma": 0.99},
+        algo={"rollout": {"td_lambda": 0.9, "num_minibatches": 16}},
         schedule={"epsilon_start": 1.0, "epsilon_end": 0.05, "epsilon_fraction": 0.5,
                   "lr_schedule": "constant"},
-        train_frequency=16 * 128, updates_per_block=5 * 16, num_minibatches=16,
+        train_frequency=16 * 128, updates_per_block=5 * 16,
         total_env_steps=524_288,
     ),
 }  # fmt: skip

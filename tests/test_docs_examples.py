@@ -50,7 +50,7 @@ def tiny(config):
     e, r = config.env.num_envs, config.replay
     window = max(2, r.burn_in + r.sequence_length + r.n_step)
     prefill, capacity = e * window, e * max(64, 2 * window)
-    if config.rollout:  # the rollout learner has no prefill
+    if not config.replays:  # the rollout learner has no prefill
         prefill = 0
     replay = {"capacity": capacity}
     if r.l3 != "off":
@@ -162,6 +162,37 @@ def test_the_guides_have_examples_of_every_kind():
 
 # Examples that set process-wide state run in a fresh process.
 _FRESH = ("use_cpu_cores", "compile_cache")
+# ... and those that register names (a loss, a config section, a preset), or import a guide's
+# module that does: the registries are process-wide.
+_REGISTERS = ("register_section", "presets.register")
+
+
+def _fresh(name: str, block: str) -> bool:
+    if any(word in block for word in _FRESH + _REGISTERS):
+        return True
+    modules = [m for m, code in _guide_files(name) if any(w in code for w in _REGISTERS)]
+    return any(re.search(rf"\bimport {m}\b", block) for m in modules)
+
+
+def _guide_files(name: str) -> list[tuple[str, str]]:
+    """`(module name, code)` of a guide's `# file: NAME.py` blocks."""
+    out = []
+    for guide, _, block in PYTHON:
+        m = _FILE.match(block)
+        if guide == name and m:
+            out.append((m.group(1).removesuffix(".py"), block))
+    return out
+
+
+def _split_plugins(args: list[str]) -> tuple[list[str], list[str]]:
+    """`(["--plugin", M, ...], the rest)` of a command's arguments."""
+    plugins, rest, it = [], [], iter(args)
+    for token in it:
+        if token == "--plugin":
+            plugins += [token, next(it)]
+        else:
+            rest.append(token)
+    return plugins, rest
 
 
 def _run_python(block: str, tmp_path: pathlib.Path) -> subprocess.CompletedProcess:
@@ -186,7 +217,7 @@ def test_python_example_runs(name, index, block, tmp_path, monkeypatch, capsys):
     if _missing_extra(block):
         pytest.skip(f"needs the {_missing_extra(block)} extra")
     _write_guide_files(name, tmp_path)
-    if any(word in block for word in _FRESH):
+    if _fresh(name, block):
         proc = _run_python(block, tmp_path)
         assert proc.returncode == 0, (
             f"{name} example {index}:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
@@ -251,7 +282,15 @@ def test_shell_example_runs(name, index, argv, tmp_path, monkeypatch):
         pytest.skip(f"needs the {_missing_extra(argv)} extra")
     _write_guide_files(name, tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # the `jaxrl-fast` command's current directory
-    args = argv[1:]
+    plugins, args = _split_plugins(argv[1:])
+    if plugins:  # a plugin registers names process-wide: a fresh process
+        me = str(pathlib.Path(__file__).resolve())
+        cmd = [sys.executable, me, "--run-plugin-command", *plugins, *args]
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=child_env()
+        )
+        assert proc.returncode == 0, f"{name}: {' '.join(argv)}\n{proc.stderr[-3000:]}"
+        return
     _make_recorded_demos(args, tmp_path)
     _make_run_for(args, tmp_path)
     if args[0] in ("train", "sweep"):
@@ -329,5 +368,20 @@ def _run_example(path: str) -> None:
     exec(code, {"__name__": "__main__", "_tiny": _tiny})
 
 
+def _run_plugin_command(argv: list[str]) -> int:
+    """A `jaxrl-fast --plugin M ...` command in this (fresh) process: the plugins imported,
+    then the command with the tiny budget's options."""
+    from jaxrl_fast.cli import main
+    from jaxrl_fast.cli.main import import_plugins
+
+    args = import_plugins(argv)
+    if args[0] in ("train", "sweep"):
+        args = [*args, *tiny_options(args), "--no-progress", "--no-cache"]
+    return main(args)
+
+
 if __name__ == "__main__" and sys.argv[1:2] == ["--run-example"]:
     _run_example(sys.argv[2])
+elif __name__ == "__main__" and sys.argv[1:2] == ["--run-plugin-command"]:
+    sys.path.insert(0, os.getcwd())  # the guide's modules
+    sys.exit(_run_plugin_command(sys.argv[2:]))

@@ -242,6 +242,14 @@ def make_parser(full_help: bool = False) -> argparse.ArgumentParser:
     """Return the argument parser of the `jaxrl-fast` command (`full_help`: every config
     field's help line, `--help-all`)."""
     parser = Parser(prog="jaxrl-fast", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--plugin",
+        metavar="MODULE",
+        action="append",
+        help="import MODULE first (repeatable, anywhere on the line): a module that registers "
+        "its own algorithm (a loss, head or learner, its config section and presets), so that "
+        "its presets and --algo.NAME.FIELD options exist",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train DQN agents in one compiled program")
     _add_run_args(t)
@@ -353,6 +361,32 @@ def make_parser(full_help: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
+def import_plugins(argv: Sequence[str]) -> list[str]:
+    """Import the modules `--plugin MODULE` (or `--plugin=MODULE`) names, wherever they are on
+    the line, before the parser is built from the registered sections and presets; returns the
+    rest of `argv`.
+
+    Raises:
+      ImportError: a module that cannot be imported (the message names it).
+    """
+    import importlib
+
+    rest, modules, it = [], [], iter(argv)
+    for token in it:
+        if token == "--plugin":
+            modules.append(next(it, ""))
+        elif token.startswith("--plugin="):
+            modules.append(token.split("=", 1)[1])
+        else:
+            rest.append(token)
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise ImportError(f"--plugin {module!r} cannot be imported: {err}") from err
+    return rest
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     if argv is None and "" not in sys.path and os.getcwd() not in sys.path:
@@ -360,6 +394,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # ("--env my_envs:make_env") may name a module in the current directory
         sys.path.insert(0, os.getcwd())
     argv = negative_values(sys.argv[1:] if argv is None else argv)
+    try:
+        argv = import_plugins(argv)
+    except ImportError as err:
+        print(f"jaxrl-fast: error: {err}", file=sys.stderr)
+        return 2
     full_help = "--help-all" in argv
     parser = make_parser(full_help)
     args = parser.parse_args([("--help" if a == "--help-all" else a) for a in argv])

@@ -10,6 +10,7 @@
     selfplay   SelfPlayConfig
     parallel   ParallelConfig
     train      TrainConfig: the parts and the run's own fields; the checks that span parts
+    sections   `TrainConfig.algo`: each algorithm's own section, declared in its module
     fields     `knob(...)`: how a field declares its facts (sweepable, resume-overridable, alias)
 
 Every dataclass is keyword-only and frozen; `__post_init__` checks each field and raises a
@@ -41,17 +42,20 @@ from jaxrl_fast.config.schedule import (
     ScheduleConfig,
     parse_gamma_schedule,
 )
+from jaxrl_fast.config.sections import AlgoConfig, Declared, register_section
 from jaxrl_fast.config.selfplay import SelfPlayConfig
 from jaxrl_fast.config.train import PRNG_IMPLS, TrainConfig
 
-# Fields a sweep may vary: traced values of `HParams`, no shape or code path (`knob(sweep=True)`).
-SWEEPABLE = declared(TrainConfig, "sweep")
+# Fields a sweep may vary: traced values of `HParams`, no shape or code path (`knob(sweep=True)`),
+# the registered algorithm sections' included (a live view: `config.sections`).
+SWEEPABLE = Declared(declared(TrainConfig, "sweep"), "sweep")
 # Fields a resumed run may change (`train(..., force_config=True)`, `--force-config`): they
 # change constants of the compiled program or the evaluation, never an array's shape, the
 # optimiser state's structure or the chunking of the run (`knob(resume=True)`).
-RESUME_OVERRIDABLE = declared(TrainConfig, "resume")
+RESUME_OVERRIDABLE = Declared(declared(TrainConfig, "resume"), "resume")
 
 __all__ = [
+    "AlgoConfig",
     "AtariConfig",
     "CAPACITY_PRESETS",
     "CurriculumConfig",
@@ -80,5 +84,6 @@ __all__ = [
     "parse_gamma_schedule",
     "parse_variants",
     "priority_rule",
+    "register_section",
     "spill_block_bytes",
 ]

@@ -36,11 +36,6 @@ class DQNConfig:
       target_period: env steps between target-network updates (a multiple of the block).
       tau: 1.0 copies the online net (hard update); < 1 is a Polyak step every `target_period`.
       max_grad_norm: global-norm gradient clip; None disables clipping.
-      munchausen_alpha: the Munchausen term's weight (`loss="m-dqn"`; 0.9 in M-DQN).
-      munchausen_tau: the entropy temperature of M-DQN's softmax policy (0.03 in M-DQN).
-      munchausen_l0: the lower clip of the scaled log-policy `tau ln pi` (-1 in M-DQN).
-      td_lambda: lambda of the rollout learner's lambda-returns (`TrainConfig.learner=
-        "rollout"`, PQN; 0: one-step targets, 1: Monte Carlo returns cut at the rollout's end).
     """
 
     gamma: float = knob(0.99, sweep=Traced(()), resume=True)  # gamma_schedule's first phase
@@ -53,10 +48,6 @@ class DQNConfig:
     target_period: int = 500
     tau: float = knob(1.0, sweep=True, resume=True)
     max_grad_norm: float | None = knob(10.0, sweep=Traced(("max_grad_norm",), _inf_if_none))
-    munchausen_alpha: float = knob(0.9, sweep=True, resume=True)
-    munchausen_tau: float = knob(0.03, sweep=True, resume=True)
-    munchausen_l0: float = knob(-1.0, sweep=True, resume=True)
-    td_lambda: float = knob(0.65, sweep=True, resume=True)
 
     def __post_init__(self) -> None:
         require(self, "gamma", is_num(self.gamma) and 0.0 <= self.gamma <= 1.0, "a float in [0, 1]")
@@ -86,11 +77,3 @@ class DQNConfig:
             self.max_grad_norm is None or (is_num(self.max_grad_norm) and self.max_grad_norm > 0),
             "None or a float > 0",
         )
-        alpha = self.munchausen_alpha
-        require(self, "munchausen_alpha", is_num(alpha) and 0 <= alpha <= 1, "a float in [0, 1]")
-        tau = self.munchausen_tau
-        require(self, "munchausen_tau", is_num(tau) and tau > 0, "a float > 0")
-        l0 = self.munchausen_l0
-        require(self, "munchausen_l0", is_num(l0) and l0 < 0, "a float < 0")
-        lam = self.td_lambda
-        require(self, "td_lambda", is_num(lam) and 0 <= lam <= 1, "a float in [0, 1]")

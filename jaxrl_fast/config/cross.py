@@ -1,12 +1,10 @@
-"""The checks of a `TrainConfig` that span its parts (data replicas, the rollout learner,
+"""The checks of a `TrainConfig` that span its parts (data replicas,
 recurrent replay, demonstrations), each raising a `ValueError` that names the fields and the fix.
 `TrainConfig.__post_init__` runs them on itself."""
 
 from __future__ import annotations
 
 from typing import Any
-
-from jaxrl_fast.config.fields import is_int, require
 
 
 def check_parallel(cfg: Any) -> None:
@@ -26,35 +24,6 @@ def check_parallel(cfg: Any) -> None:
             f"ParallelConfig.data={data} is not allowed with ReplayConfig.l3="
             f"{cfg.replay.l3!r}: the host tier's callbacks keep the seeds on one device. "
             "Use l3='off'."
-        )
-
-
-def check_rollout(cfg: Any) -> None:
-    m = cfg.num_minibatches
-    require(cfg, "num_minibatches", is_int(m) and m > 0, "a positive int")
-    if not cfg.rollout:
-        return
-    if cfg.learning_starts:
-        raise ValueError(
-            f"TrainConfig.learning_starts={cfg.learning_starts} is not allowed with "
-            "learner='rollout'; expected 0 (it learns from each rollout as it ends: no "
-            "prefill)."
-        )
-    if cfg.updates_per_block % m or cfg.train_frequency % m:
-        raise ValueError(
-            f"TrainConfig.num_minibatches={m} is not allowed with learner='rollout'; "
-            f"expected a divisor of train_frequency={cfg.train_frequency} (the rollout's "
-            f"rows) and of updates_per_block={cfg.updates_per_block} (epochs x "
-            "minibatches)."
-        )
-    replay = cfg.replay
-    replayed = replay.sequence_length or replay.prioritised or replay.l3 != "off"
-    if replayed or replay.n_step != 1 or cfg.demo.active:
-        raise ValueError(
-            "TrainConfig.learner='rollout' learns from its rollouts, not from a replay "
-            "buffer: ReplayConfig.sequence_length must be 0, ReplayConfig.prioritised "
-            "False, ReplayConfig.l3 'off', ReplayConfig.n_step 1 (its lambda-returns are its "
-            "multi-step targets: DQNConfig.td_lambda) and DemoConfig.source empty."
         )
 
 

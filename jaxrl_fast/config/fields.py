@@ -128,6 +128,11 @@ def config_class(cls: type) -> type:
         for f in dataclasses.fields(cls)
         if isinstance(f.default_factory, type) and dataclasses.is_dataclass(f.default_factory)
     }
+    mappings = {  # a mapping of sections (`TrainConfig.algo`): built from a dict of sections
+        f.name: f.default_factory
+        for f in dataclasses.fields(cls)
+        if getattr(f.default_factory, "config_mapping", False)
+    }
 
     @functools.wraps(init)
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -141,6 +146,9 @@ def config_class(cls: type) -> type:
         for name, part in parts.items():
             if isinstance(kwargs.get(name), dict):
                 kwargs[name] = replace_fields(part(), kwargs[name])
+        for name, mapping in mappings.items():
+            if isinstance(kwargs.get(name), dict):
+                kwargs[name] = mapping(kwargs[name])
         init(self, *args, **kwargs)
 
     cls.__init__ = __init__
@@ -155,5 +163,7 @@ def replace_fields(obj: Any, changes: dict[str, Any]) -> Any:
         current = getattr(obj, name, None)
         if isinstance(value, dict) and dataclasses.is_dataclass(current):
             value = replace_fields(current, value)
+        elif isinstance(value, dict) and getattr(current, "config_mapping", False):
+            value = current.replace(value)
         parts[name] = value
     return dataclasses.replace(obj, **parts)

@@ -15,7 +15,7 @@ changes shapes or code paths and is refused (`check_sweepable`).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -29,20 +29,22 @@ from jaxrl_fast.config import (
 )
 from jaxrl_fast.config.fields import traced
 from jaxrl_fast.config.schedule import gamma_phases as config_gamma_phases
+from jaxrl_fast.config.sections import AlgoConfig, traced_knobs
 from jaxrl_fast.types import Array
 
 # Each sweepable field's leaves and encoder, from its declaration (`knob(sweep=...)`).
 _TRACED = traced(TrainConfig)
 _LEAVES = tuple(leaf for spec, _ in _TRACED.values() for leaf in spec.leaves)
 
-HParams = NamedTuple("HParams", [(leaf, Array) for leaf in _LEAVES])
+HParams = NamedTuple("HParams", [*((leaf, Array) for leaf in _LEAVES), ("algo", Any)])
 HParams.__doc__ = """One seed's traced hyperparameters (float32 unless said; `[S]` in the carry).
 
 Derived from the config's declarations: one leaf per field declared `knob(sweep=True)`, named as
 the field (an `int` field is int32), and the leaves a `Traced` declaration names: `lr_kind` /
 `epsilon_kind` index `LR_KINDS` / `EPSILON_KINDS` (int32), `max_grad_norm` is `inf` for no clip,
 and the gamma schedule is `gamma_values [G]` with `gamma_until [G]` (phase i holds while the
-training fraction is below `gamma_until[i]`; `inf` pads), G = `MAX_GAMMA_PHASES`.
+training fraction is below `gamma_until[i]`; `inf` pads), G = `MAX_GAMMA_PHASES`. `algo` holds the
+algorithm sections' sweepable knobs (`config.sections`): `{section: {field: value}}`.
 """
 
 # The fields a sweep may vary: those declared `knob(sweep=...)` (`config.fields`).
@@ -56,13 +58,28 @@ def gamma_phases(dqn: DQNConfig, schedule: ScheduleConfig) -> tuple[np.ndarray, 
 
 def hparams_of(config: TrainConfig) -> HParams:
     """The `HParams` a config sets (numpy scalars, one seed)."""
-    return hparams_from_parts(config.dqn, config.schedule, config.replay, config.precision)
+    return hparams_from_parts(
+        config.dqn, config.schedule, config.replay, config.precision, config.algo
+    )
 
 
 def hparams_from_parts(
-    d: DQNConfig, s: ScheduleConfig, r: ReplayConfig, p: PrecisionConfig | None = None
+    d: DQNConfig,
+    s: ScheduleConfig,
+    r: ReplayConfig,
+    p: PrecisionConfig | None = None,
+    algo: AlgoConfig | None = None,
 ) -> HParams:
-    """The `HParams` of the section configs that hold them, each field encoded as declared."""
+    """The `HParams` of the section configs that hold them, each field encoded as declared
+    (`algo` None: every algorithm section's defaults)."""
+    algo = AlgoConfig() if algo is None else algo
+    knobs = {
+        name: {
+            f: (np.int32 if is_int else np.float32)(getattr(algo[name], f))
+            for f, is_int in fs.items()
+        }
+        for name, fs in traced_knobs().items()
+    }
     sections = {"dqn": d, "schedule": s, "replay": r, "precision": p or PrecisionConfig()}
     values = []
     for dotted, (spec, is_int) in _TRACED.items():
@@ -72,7 +89,7 @@ def hparams_from_parts(
             values += spec.encode(value, sections)
         elif spec.leaves:
             values.append(np.int32(value) if is_int else np.float32(value))
-    return HParams(*values)
+    return HParams(*values, algo=knobs)
 
 
 class Kinds(NamedTuple):
@@ -102,7 +119,12 @@ def kinds_of(hparams: HParams) -> Kinds:
 
 def stack(hparams: list[HParams]) -> HParams:
     """Stack per-seed `HParams` into one with leaves `[S, ...]`."""
-    return HParams(*(np.stack(leaves) for leaves in zip(*hparams, strict=True)))
+    algo = {
+        name: {f: np.stack([h.algo[name][f] for h in hparams]) for f in knobs}
+        for name, knobs in hparams[0].algo.items()
+    }
+    leaves = zip(*(h[:-1] for h in hparams), strict=True)
+    return HParams(*(np.stack(x) for x in leaves), algo=algo)
 
 
 def check_sweepable(name: str) -> None:

@@ -26,7 +26,7 @@ import re
 import typing
 from typing import Any, NamedTuple
 
-from jaxrl_fast.config import TrainConfig
+from jaxrl_fast.config import TrainConfig, sections
 
 
 class Field(NamedTuple):
@@ -64,14 +64,22 @@ def _docs(cls: type) -> dict[str, str]:
     return out
 
 
-@functools.cache
 def fields(cls: type = TrainConfig, prefix: str = "") -> tuple[Field, ...]:
-    """Every leaf field of `cls` (nested dataclasses flattened), in declaration order."""
+    """Every leaf field of `cls` (nested dataclasses flattened, and the registered algorithm
+    sections of `TrainConfig.algo`: `algo.NAME.FIELD`), in declaration order."""
+    return _fields(cls, prefix, sections.version())
+
+
+@functools.cache
+def _fields(cls: type, prefix: str, version: int) -> tuple[Field, ...]:
     hints, docs, out = typing.get_type_hints(cls), _docs(cls), []
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         if dataclasses.is_dataclass(default):
-            out += fields(type(default), f"{prefix}{f.name}.")
+            out += _fields(type(default), f"{prefix}{f.name}.", version)
+        elif getattr(default, "config_mapping", False):  # TrainConfig.algo: its sections
+            for name in default:
+                out += _fields(sections.section_class(name), f"{prefix}{f.name}.{name}.", version)
         else:
             out.append(Field(prefix + f.name, hints[f.name], default, docs.get(f.name, "")))
     return tuple(out)
@@ -140,6 +148,32 @@ def _nested(assignments: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Fields that moved, old dotted name -> new: a config written before (a run directory's
+# config.json, a --config file) still loads and resumes.
+RENAMED = {
+    "dqn.munchausen_alpha": "algo.munchausen.alpha",
+    "dqn.munchausen_tau": "algo.munchausen.tau",
+    "dqn.munchausen_l0": "algo.munchausen.l0",
+    "dqn.td_lambda": "algo.rollout.td_lambda",
+    "num_minibatches": "algo.rollout.num_minibatches",
+}
+
+
+def migrate(tree: dict) -> dict:
+    """A nested config dict with its `RENAMED` fields under their new names."""
+    flat = flatten(tree)
+    if not any(name in RENAMED for name in flat):
+        return tree
+    out: dict[str, Any] = {}
+    for name, value in flat.items():
+        *parts, last = RENAMED.get(name, name).split(".")
+        d = out
+        for p in parts:
+            d = d.setdefault(p, {})
+        d[last] = value
+    return out
+
+
 def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in tree.items():
@@ -185,7 +219,7 @@ def load_file(path: str | os.PathLike) -> dict[str, Any]:
         data = data["config"]
     if not isinstance(data, dict):
         raise ValueError(f"--config {os.fspath(path)!r}: expected a JSON object of config fields")
-    flat = flatten(data)
+    flat = flatten(migrate(data))
     for name in flat:
         field(name)  # unknown names fail here, naming the field
     return flat
@@ -194,7 +228,7 @@ def load_file(path: str | os.PathLike) -> dict[str, Any]:
 def from_dict(data: dict[str, Any]) -> TrainConfig:
     """A `TrainConfig` from nested JSON-ready data (`TrainConfig.to_dict()`, or any subset of
     it over the defaults)."""
-    return apply(TrainConfig(), flatten(data))
+    return apply(TrainConfig(), flatten(migrate(data)))
 
 
 def differences(a: TrainConfig, b: TrainConfig) -> list[str]:

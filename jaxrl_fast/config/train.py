@@ -4,7 +4,6 @@ that span parts."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 from jaxrl_fast.config import cross
@@ -20,6 +19,7 @@ from jaxrl_fast.config.replay import ReplayConfig
 from jaxrl_fast.config.schedule import (
     ScheduleConfig,
 )
+from jaxrl_fast.config.sections import AlgoConfig
 from jaxrl_fast.config.selfplay import SelfPlayConfig
 
 _SEED_LOOPS = ("auto", "vmap", "map")
@@ -38,21 +38,17 @@ class TrainConfig:
     Attributes:
       env, network, replay, dqn, schedule, precision, parallel, demo, selfplay: the part
         configs.
+      algo: each algorithm's own section, declared in its module (`config.sections`): e.g.
+        `algo.munchausen` (the "m-dqn" loss's knobs).
       total_env_steps: env steps per seed, prefill included.
       learning_starts: env steps collected before the first update.
       train_frequency: env steps per block (one block = collect, then update).
       updates_per_block: gradient steps after each block (the rollout learner: epochs x
-        `num_minibatches`).
-      learner: how a block's steps become updates (`jaxrl_fast.loop.learners`): "replay"
-        (every step into the replay buffer, `updates_per_block` sampled batches a block) or
-        "rollout" (PQN, Gallici et al. 2024: no replay and no target network; a block is a
-        rollout of `train_frequency // num_envs` steps of every env, its lambda-returns
-        (`DQNConfig.td_lambda`) from the online network, then `updates_per_block //
-        num_minibatches` epochs over it, each in `num_minibatches` minibatches; it needs
-        `DQNConfig.loss="regression"` and `learning_starts=0`), or one added with
-        `jaxrl_fast.loop.learners.register`.
-      num_minibatches: the rollout learner's minibatches per epoch (a divisor of the rollout's
-        `train_frequency` rows and of `updates_per_block`).
+        `algo.rollout.num_minibatches`).
+      learner: how a block's steps become updates, a registered learner
+        (`jaxrl_fast.loop.learners`): "replay" (every step into the replay buffer,
+        `updates_per_block` sampled batches a block), "rollout" (PQN: `loop/rollout.py`, its
+        knobs `algo.rollout`), or one added with `jaxrl_fast.loop.learners.register`.
       num_seeds: independent runs vmapped in one program.
       seed: base seed; seed i of the run uses `split(key(seed), num_seeds)[i]`.
       num_chunks: host calls the training is split into (progress, NaN checks); None picks a
@@ -91,12 +87,12 @@ class TrainConfig:
     parallel: ParallelConfig = dataclasses.field(default_factory=ParallelConfig)
     demo: DemoConfig = dataclasses.field(default_factory=DemoConfig)
     selfplay: SelfPlayConfig = dataclasses.field(default_factory=SelfPlayConfig)
+    algo: AlgoConfig = dataclasses.field(default_factory=AlgoConfig)
     total_env_steps: int = 500_000
     learning_starts: int = 10_000
     train_frequency: int = 10
     updates_per_block: int = 1
     learner: str = "replay"
-    num_minibatches: int = 1
     num_seeds: int = knob(1, alias="--seeds")
     seed: int = 0
     num_chunks: int | None = None
@@ -126,6 +122,7 @@ class TrainConfig:
             ("parallel", ParallelConfig),
             ("demo", DemoConfig),
             ("selfplay", SelfPlayConfig),
+            ("algo", AlgoConfig),
         ):
             require(self, name, isinstance(getattr(self, name), cls), f"a {cls.__name__}")
 
@@ -181,7 +178,7 @@ class TrainConfig:
             "valid value",
         )
         require(self, "learner", self.learner in LEARNERS, LEARNERS.allowed())
-        least = 0 if self.rollout else 2 * e  # the replay needs a row and its successor
+        least = 2 * e if self.replays else 0  # the replay needs a row and its successor
         require(
             self,
             "learning_starts",
@@ -205,7 +202,7 @@ class TrainConfig:
     def _check_replay_rows(self) -> None:
         """The replay's capacity in whole rows of `env.num_envs`; target updates on blocks."""
         e = self.env.num_envs
-        replay_rows = isinstance(self.replay.capacity, int) and not self.rollout
+        replay_rows = isinstance(self.replay.capacity, int) and self.replays
         if replay_rows and self.replay.capacity % e:
             raise ValueError(
                 f"ReplayConfig.capacity={self.replay.capacity} is not allowed; expected a "
@@ -226,9 +223,10 @@ class TrainConfig:
 
     def _check_across_sections(self) -> None:
         """Checks that read several sections (`config.cross`), and seeds per env variant."""
-        for check in (cross.check_parallel, cross.check_rollout, cross.check_recurrent,
-                      cross.check_demos):  # fmt: skip
+        for check in (cross.check_parallel, cross.check_recurrent, cross.check_demos):
             check(self)
+        if self.learner_part.check is not None:  # the learner's own checks
+            self.learner_part.check(self)
         if self.num_seeds % self.env.num_variants:
             raise ValueError(
                 f"TrainConfig.num_seeds={self.num_seeds} is not allowed with "
@@ -254,9 +252,14 @@ class TrainConfig:
             )
 
     @property
-    def rollout(self) -> bool:
-        """The rollout learner (PQN) trains this run."""
-        return self.learner == "rollout"
+    def learner_part(self) -> Any:
+        """The registered learner `learner` names (`loop.learners.Learner`: its facts)."""
+        return LEARNERS.get(self.learner)
+
+    @property
+    def replays(self) -> bool:
+        """The learner learns from a replay buffer (else from its own blocks: no prefill)."""
+        return self.learner_part.replay
 
     @property
     def demo_rows_per_batch(self) -> int:
@@ -330,8 +333,8 @@ class TrainConfig:
         """A copy with `env.num_envs=num_envs` and each field that must be a multiple of it
         moved to its nearest valid value: `train_frequency`, `learning_starts`,
         `total_env_steps` (whole blocks after the prefill), `replay.capacity` and
-        `dqn.target_period` (whole blocks). A rollout learner's rollout keeps its steps per env
-        (and `num_minibatches` becomes its greatest common divisor with the new rollout's rows).
+        `dqn.target_period` (whole blocks); and the learner's own changes
+        (`Learner.with_num_envs`: a rollout keeps its steps per env).
 
         Examples:
           >>> cfg = TrainConfig().with_num_envs(7)
@@ -342,11 +345,10 @@ class TrainConfig:
         tf = _nearest_multiple(self.train_frequency, e, e)
         starts = _nearest_multiple(self.learning_starts, e, 2 * e)
         changes: dict[str, Any] = {}
-        if self.rollout:  # the rollout keeps its steps per env; minibatches stay divisors
-            tf, starts = e * (self.train_frequency // self.env.num_envs), 0
-            m = math.gcd(self.num_minibatches, tf)
-            epochs = self.updates_per_block // self.num_minibatches
-            changes.update(num_minibatches=m, updates_per_block=epochs * m)
+        own = self.learner_part.with_num_envs
+        if own is not None:  # the learner's own changes
+            changes.update(own(self, e))
+            tf, starts = changes["train_frequency"], changes["learning_starts"]
         total = starts + max(1, round((self.total_env_steps - starts) / tf)) * tf
         changes.update(train_frequency=tf, learning_starts=starts)
         changes["total_env_steps"] = total
@@ -359,7 +361,7 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the config as plain JSON-ready data."""
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "algo": self.algo.to_dict()}
 
 
 def _nearest_multiple(value: Any, of: int, least: int) -> int:

@@ -9,8 +9,8 @@ per seed:
 1. the online network's `max_a Q(s_{t+1}, a)` on every next observation of the rollout (the
    step's successor row; the observation after the last step for the last; a truncated step's
    successor is its episode's real final observation, by the env's next-step auto-reset);
-2. the lambda-returns over the rollout (`agent.returns.lambda_returns`: `DQNConfig.td_lambda`,
-   each step's gamma; no bootstrap past a termination, no lambda past a truncation);
+2. the lambda-returns over the rollout (`agent.returns.lambda_returns`: `td_lambda`, each
+   step's gamma; no bootstrap past a termination, no lambda past a truncation);
 3. `updates_per_block // num_minibatches` epochs, each a fresh permutation of the rollout's
    rows split into `num_minibatches` minibatches (`minibatch_indices`), one update each of the
    agent's loss on (obs, action, target = the lambda-return): `DQNConfig.loss="regression"`,
@@ -21,10 +21,17 @@ The agent, the network (with `NetworkConfig.layer_norm`, PQN's), the optimiser (
 `DQNConfig.optimizer`), the precision policy, the schedules, the seeds' `HParams`, the data
 replicas' exchange and the loop extensions are the replay learner's. The target network is kept
 and copied as configured, and never read.
+
+Its knobs are its own config section, `TrainConfig.algo.rollout` (`RolloutConfig`:
+`td_lambda`, `num_minibatches`; `--algo.rollout.td-lambda` on the command line), and its checks
+of a config (`learning_starts=0`, minibatches that divide the rollout, no replay options) are
+its `Learner.check`, run when the config is made.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -33,7 +40,9 @@ import jax.numpy as jnp
 from jaxrl_fast.agent import losses
 from jaxrl_fast.agent.dqn import Agent, UpdateMetrics
 from jaxrl_fast.agent.returns import lambda_returns
+from jaxrl_fast.config.fields import config_class, is_int, is_num, knob, require
 from jaxrl_fast.config.registry import LEARNERS
+from jaxrl_fast.config.sections import register_section
 from jaxrl_fast.loop.extension import Hooks
 from jaxrl_fast.loop.learners import Learner
 from jaxrl_fast.loop.parts import LoopParts
@@ -104,7 +113,7 @@ def make_rollout_learn(parts: LoopParts, hooks: Hooks) -> Callable:
     docstring)."""
     agent, config, schedules = parts.agent, parts.config, parts.schedules
     length, upb = config.collect_steps_per_block, config.updates_per_block
-    minibatches = config.num_minibatches
+    minibatches = config.algo.rollout.num_minibatches
     epochs = upb // minibatches
     seeds_fn = parts.run.choices.seeds_fn
     update = seeds_fn(agent.update, (0, 0, None, None), 0)
@@ -150,7 +159,12 @@ def rollout_targets(agent: Agent, schedules) -> Callable:
         index = first_step + jnp.arange(length)
         gamma = jax.vmap(schedules.collect_gamma, (0, None))(index, hp)[:, None]
         g = lambda_returns(
-            steps.reward, steps.terminated, steps.truncated, v_next, gamma, hp.td_lambda
+            steps.reward,
+            steps.terminated,
+            steps.truncated,
+            v_next,
+            gamma,
+            hp.algo["rollout"]["td_lambda"],
         )
         n = length * e
         return Batch(
@@ -166,5 +180,75 @@ def rollout_targets(agent: Agent, schedules) -> Callable:
     return targets
 
 
-ROLLOUT = Learner("rollout", rollout_store, make_rollout_learn)
+@config_class
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RolloutConfig:
+    """The rollout learner's settings: `TrainConfig.algo.rollout` (module docstring).
+
+    Attributes:
+      td_lambda: lambda of the lambda-returns (0: one-step targets, 1: Monte Carlo returns cut
+        at the rollout's end).
+      num_minibatches: minibatches per epoch (a divisor of the rollout's `train_frequency`
+        rows and of `updates_per_block`, epochs x minibatches).
+    """
+
+    td_lambda: float = knob(0.65, sweep=True, resume=True)
+    num_minibatches: int = 1
+
+    def __post_init__(self) -> None:
+        lam, m = self.td_lambda, self.num_minibatches
+        require(self, "td_lambda", is_num(lam) and 0 <= lam <= 1, "a float in [0, 1]")
+        require(self, "num_minibatches", is_int(m) and m > 0, "a positive int")
+
+
+def check_config(cfg: Any) -> None:
+    """The rollout learner's checks of a `TrainConfig` that names it."""
+    if cfg.learning_starts:
+        raise ValueError(
+            f"TrainConfig.learning_starts={cfg.learning_starts} is not allowed with "
+            "learner='rollout'; expected 0 (it learns from each rollout as it ends: no "
+            "prefill)."
+        )
+    m = cfg.algo.rollout.num_minibatches
+    if cfg.updates_per_block % m or cfg.train_frequency % m:
+        raise ValueError(
+            f"RolloutConfig.num_minibatches={m} is not allowed with learner='rollout'; "
+            f"expected a divisor of train_frequency={cfg.train_frequency} (the rollout's "
+            f"rows) and of updates_per_block={cfg.updates_per_block} (epochs x "
+            "minibatches)."
+        )
+    replay = cfg.replay
+    replayed = replay.sequence_length or replay.prioritised or replay.l3 != "off"
+    if replayed or replay.n_step != 1 or cfg.demo.active:
+        raise ValueError(
+            "TrainConfig.learner='rollout' learns from its rollouts, not from a replay "
+            "buffer: ReplayConfig.sequence_length must be 0, ReplayConfig.prioritised "
+            "False, ReplayConfig.l3 'off', ReplayConfig.n_step 1 (its lambda-returns are its "
+            "multi-step targets: RolloutConfig.td_lambda) and DemoConfig.source empty."
+        )
+
+
+def with_num_envs(cfg: Any, num_envs: int) -> dict[str, Any]:
+    """`TrainConfig.with_num_envs`'s changes for a rollout: it keeps its steps per env, and its
+    minibatches stay divisors (the greatest common divisor with the new rollout's rows)."""
+    tf = num_envs * (cfg.train_frequency // cfg.env.num_envs)
+    m = math.gcd(cfg.algo.rollout.num_minibatches, tf)
+    epochs = cfg.updates_per_block // cfg.algo.rollout.num_minibatches
+    return {
+        "train_frequency": tf,
+        "learning_starts": 0,
+        "updates_per_block": epochs * m,
+        "algo": {"rollout": {"num_minibatches": m}},
+    }
+
+
+register_section("rollout", RolloutConfig)
+ROLLOUT = Learner(
+    "rollout",
+    rollout_store,
+    make_rollout_learn,
+    replay=False,
+    check=check_config,
+    with_num_envs=with_num_envs,
+)
 LEARNERS.register("rollout", ROLLOUT, builtin=True)

@@ -31,7 +31,7 @@ from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.presets import atari, boards, classic, dqn_family, minatar, pqn
 from jaxrl_fast.presets.classic import article_recipe
 
-__all__ = ["DEFAULT", "article_recipe", "get", "names"]
+__all__ = ["DEFAULT", "article_recipe", "get", "names", "register"]
 
 _PRESETS: dict[str, Callable[[], TrainConfig]] = {
     **classic.PRESETS,
@@ -47,6 +47,22 @@ def _base(name: str) -> TrainConfig:
 _PRESETS.update(dqn_family.presets(_base), **pqn.presets(_base), **boards.PRESETS)
 
 DEFAULT = "cartpole"
+
+
+def register(name: str, factory: Callable[[], TrainConfig]) -> None:
+    """Make `factory()` the preset `name` in this process (an algorithm's module registers its
+    own presets beside its code: `presets.get(name)`, `jaxrl-fast train --preset name`).
+
+    Raises:
+      ValueError: `name` is empty or taken by another preset; `factory` is not callable.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"presets.register: name {name!r} is not a non-empty string.")
+    if not callable(factory):
+        raise ValueError(f"presets.register({name!r}, ...): expected a function, got {factory!r}.")
+    if _PRESETS.get(name, factory) is not factory:
+        raise ValueError(f"preset {name!r} is already registered to another function.")
+    _PRESETS[name] = factory
 
 
 def names() -> list[str]:

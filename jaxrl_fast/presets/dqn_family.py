@@ -72,8 +72,8 @@ def iqn(cfg: TrainConfig) -> TrainConfig:
 
 
 def m_dqn(cfg: TrainConfig) -> TrainConfig:
-    return _dqn(cfg, loss="m-dqn", munchausen_alpha=0.9, munchausen_tau=0.03,
-                munchausen_l0=-1.0, huber_delta=1.0)  # fmt: skip
+    cfg = _dqn(cfg, loss="m-dqn", huber_delta=1.0)
+    return cfg.replace(algo={"munchausen": {"alpha": 0.9, "tau": 0.03, "l0": -1.0}})
 
 
 def hl_gauss(cfg: TrainConfig) -> TrainConfig:

@@ -59,7 +59,6 @@ def _pqn(
             learning_rate=lr,
             optimizer="radam",
             loss="regression",
-            td_lambda=lam,
             double_q=False,
             target_period=rows,
             max_grad_norm=10.0,
@@ -75,7 +74,7 @@ def _pqn(
         learning_starts=0,
         train_frequency=rows,
         updates_per_block=epochs * minibatches,
-        num_minibatches=minibatches,
+        algo={"rollout": {"td_lambda": lam, "num_minibatches": minibatches}},
         total_env_steps=total - total % rows,
     )
 

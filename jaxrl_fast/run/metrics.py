@@ -37,7 +37,7 @@ import jax
 import numpy as np
 
 from jaxrl_fast.agent.schedules import make_schedules
-from jaxrl_fast.config import RESUME_OVERRIDABLE, TrainConfig
+from jaxrl_fast.config import RESUME_OVERRIDABLE, TrainConfig, options
 from jaxrl_fast.platform.paths import writable_dir
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "gymnax", "envpool", "jaxrl-fast")
@@ -152,7 +152,8 @@ class MetricsWriter:
         if resume and os.path.exists(saved):
             with open(saved) as f:
                 before = json.load(f)
-            old = with_defaults(before["config"], plain_value(TrainConfig().to_dict()))
+            saved_config = options.migrate(before["config"])  # fields renamed since
+            old = with_defaults(saved_config, plain_value(TrainConfig().to_dict()))
             differ = config_differences(old, plain_value(config.to_dict()))
             fixed = [d for d in differ if d not in RESUME_OVERRIDABLE]
             if differ and (fixed or not force_config):

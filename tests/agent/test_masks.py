@@ -20,7 +20,7 @@ from jaxrl_fast.agent import distributional as dist
 from jaxrl_fast.agent.exploration import epsilon_greedy
 from jaxrl_fast.agent.losses import make_loss
 from jaxrl_fast.agent.masks import ILLEGAL_Q, legal_actions, mask_q
-from jaxrl_fast.config import DQNConfig
+from jaxrl_fast.config import DQNConfig, TrainConfig
 from jaxrl_fast.envs import make_env, optimal_q
 from jaxrl_fast.types import Batch
 
@@ -162,9 +162,9 @@ def test_munchausen_soft_values_range_over_legal_actions():
     q_t = q_t.at[:, 1].set(40.0)
     online, target = {"cur": q_tm1, "next": q_t}, {"cur": q_tm1, "next": q_t}
     got = _loss("m-dqn", False, lambda x: x, None, online, target, batch)
-    alpha, tau, l0 = 0.9, 0.03, -1.0  # DQNConfig's defaults
-    cfg = DQNConfig()
-    assert (cfg.munchausen_alpha, cfg.munchausen_tau, cfg.munchausen_l0) == (alpha, tau, l0)
+    alpha, tau, l0 = 0.9, 0.03, -1.0  # the section's defaults
+    m = TrainConfig().algo.munchausen
+    assert (m.alpha, m.tau, m.l0) == (alpha, tau, l0)
     q_tm1, q_t, legal = (np.asarray(x, np.float64) for x in (q_tm1, q_t, legal_t))
     a, r, d = np.asarray(batch.action), np.asarray(batch.reward), np.asarray(batch.discount)
     log_pi_tm1 = q_tm1 / tau - np.log(np.exp(q_tm1 / tau).sum(-1, keepdims=True))
@@ -219,8 +219,9 @@ def test_probe_masked_learns_q_star_over_legal_actions(variant, tmp_path):
     if variant == "pqn":  # as tests/loop/test_rollout.py's probe-chain run (lambda 0)
         cfg = cfg.replace(
             learner="rollout", learning_starts=0, train_frequency=16, updates_per_block=4,
-            num_minibatches=2, total_env_steps=12_000, num_chunks=1,
-            dqn={"loss": "regression", "double_q": False, "target_period": 16, "td_lambda": 0.0,
+            total_env_steps=12_000, num_chunks=1,
+            algo={"rollout": {"num_minibatches": 2, "td_lambda": 0.0}},
+            dqn={"loss": "regression", "double_q": False, "target_period": 16,
                  "optimizer": "radam", "learning_rate": 3e-3},
             network={"layer_norm": True},
             schedule={"epsilon_end": 0.2, "epsilon_fraction": 0.3, "lr_schedule": "linear",

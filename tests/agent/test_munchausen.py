@@ -19,7 +19,14 @@ from jaxrl_fast.agent import munchausen as m
 from jaxrl_fast.agent.losses import make_loss, td_errors
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.agent.state import LossKnobs
-from jaxrl_fast.config import DQNConfig, NetworkConfig, ReplayConfig, ScheduleConfig
+from jaxrl_fast.config import (
+    AlgoConfig,
+    DQNConfig,
+    NetworkConfig,
+    ReplayConfig,
+    ScheduleConfig,
+    TrainConfig,
+)
 from jaxrl_fast.config.hparams import hparams_from_parts
 from jaxrl_fast.envs import make_probe_env
 from jaxrl_fast.types import Batch
@@ -86,11 +93,8 @@ def test_the_loss_reads_the_target_net_at_s_and_the_traced_settings():
     nxt = np.eye(2, dtype=np.float32)[[1, 1, 0, 0]]
     batch = Batch(obs, jnp.array([0, 3, 1, 2]), jnp.array([0.5, 1.0, 0.0, -1.0]),
                   jnp.array([0.9, 0.0, 0.9, 0.9]), nxt, jnp.ones(4), jnp.arange(4))  # fmt: skip
-    hp = hparams_from_parts(
-        dataclasses.replace(config, munchausen_alpha=0.3, munchausen_tau=0.5),
-        ScheduleConfig(),
-        ReplayConfig(),
-    )
+    algo = AlgoConfig({"munchausen": {"alpha": 0.3, "tau": 0.5}})
+    hp = hparams_from_parts(config, ScheduleConfig(), ReplayConfig(), algo=algo)
     knobs = LossKnobs(jnp.float32(100.0), jnp.float32(0.9), hp)
     loss, (td, _) = make_loss(config, _Linear)(params, target, batch, knobs)
     y = _numpy_targets(obs @ target, np.asarray(batch.action), np.asarray(batch.reward),
@@ -105,13 +109,12 @@ def test_the_loss_reads_the_target_net_at_s_and_the_traced_settings():
     np.testing.assert_allclose(td0, y0 - q_a, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [("munchausen_alpha", 1.5), ("munchausen_tau", 0.0), ("munchausen_l0", 0.0)],
-)
+@pytest.mark.parametrize(("field", "value"), [("alpha", 1.5), ("tau", 0.0), ("l0", 0.0)])
 def test_bad_settings_are_refused_naming_the_field(field, value):
-    with pytest.raises(ValueError, match=field):
-        DQNConfig(loss="m-dqn", **{field: value})
+    with pytest.raises(ValueError, match=f"MunchausenConfig.{field}="):
+        TrainConfig(algo={"munchausen": {field: value}})
+    with pytest.raises(ValueError, match=f"MunchausenConfig.{field}="):
+        TrainConfig().replace(algo={"munchausen": {field: value}})
 
 
 def _fixed_point(gamma, alpha, tau, l0, iters=500):
@@ -135,8 +138,8 @@ def test_m_dqn_learns_its_fixed_point_on_probe_chain():
     cfg = tiny_config(total_env_steps=8_080, num_chunks=1, eval_episodes=2)
     cfg = cfg.replace(dqn=dataclasses.replace(cfg.dqn, loss="m-dqn"))
     result = train(cfg, progress=False)
-    d = cfg.dqn
-    want = _fixed_point(d.gamma, d.munchausen_alpha, d.munchausen_tau, d.munchausen_l0)
+    m = cfg.algo.munchausen
+    want = _fixed_point(cfg.dqn.gamma, m.alpha, m.tau, m.l0)
     # the action gap widened by the bonus: Q(1, 0) = alpha * l0 = -0.9, not Q*'s 0
     assert want[1, 0] == pytest.approx(-0.9, abs=1e-3) and want[1, 1] == pytest.approx(1.0)
     net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec)

@@ -8,7 +8,15 @@ import pytest
 
 from jaxrl_fast.cli import make_parser
 from jaxrl_fast.cli.config_args import build_config
-from jaxrl_fast.config import RESUME_OVERRIDABLE, SWEEPABLE, TrainConfig, aliases, declared, options
+from jaxrl_fast.config import (
+    RESUME_OVERRIDABLE,
+    SWEEPABLE,
+    TrainConfig,
+    aliases,
+    declared,
+    options,
+    sections,
+)
 from jaxrl_fast.config.hparams import hparams_of
 
 # A value other than the default for each sweepable field.
@@ -18,10 +26,6 @@ OTHER = {
     "dqn.tau": 0.5,
     "dqn.huber_delta": 2.0,
     "dqn.max_grad_norm": 3.0,
-    "dqn.munchausen_alpha": 0.5,
-    "dqn.munchausen_tau": 0.1,
-    "dqn.munchausen_l0": -0.5,
-    "dqn.td_lambda": 0.3,
     "schedule.lr_schedule": "linear",
     "schedule.lr_end_fraction": 0.5,
     "schedule.lr_period_fraction": 0.2,
@@ -40,12 +44,20 @@ OTHER = {
     "precision.min_scale": 2.0,
     "precision.fallback_overflows": 3,
     "precision.fallback_window": 100,
+    "algo.munchausen.alpha": 0.5,
+    "algo.munchausen.tau": 0.1,
+    "algo.munchausen.l0": -0.5,
+    "algo.rollout.td_lambda": 0.3,
 }
 
 
 def test_the_derived_lists_are_the_declared_fields():
-    assert SWEEPABLE == declared(TrainConfig, "sweep") and len(SWEEPABLE) == 27
-    assert RESUME_OVERRIDABLE == declared(TrainConfig, "resume")
+    own = declared(TrainConfig, "sweep")
+    assert tuple(SWEEPABLE) == own + sections.declared("sweep") and len(SWEEPABLE) == 27
+    assert "algo.munchausen.alpha" in SWEEPABLE and "algo.munchausen.alpha" not in own
+    assert tuple(RESUME_OVERRIDABLE) == declared(TrainConfig, "resume") + sections.declared(
+        "resume"
+    )
     assert len(RESUME_OVERRIDABLE) == 27
     assert set(OTHER) == set(SWEEPABLE)  # a new sweepable field needs a value here
     with pytest.raises(ValueError, match="flag 'traced'"):
@@ -130,8 +142,9 @@ def test_hparams_leaves_are_derived_from_the_declarations():
     from jaxrl_fast.config.hparams import HParams
 
     specs = traced(TrainConfig)
-    assert list(specs) == list(SWEEPABLE)
-    assert HParams._fields == tuple(leaf for spec, _ in specs.values() for leaf in spec.leaves)
+    assert list(specs) + list(sections.declared("sweep")) == list(SWEEPABLE)
+    leaves = tuple(leaf for spec, _ in specs.values() for leaf in spec.leaves)
+    assert HParams._fields == (*leaves, "algo")  # `algo`: the sections' knobs, by section
     assert "learning_rate" in HParams._fields and "gamma" not in HParams._fields
     cfg = TrainConfig().replace(
         dqn={"gamma": 0.9, "max_grad_norm": None, "learning_rate": 3e-4},

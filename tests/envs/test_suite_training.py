@@ -86,8 +86,9 @@ def test_suite_envs_train_with_dqn_and_pqn(name, network):
                         num_seeds=2, num_chunks=2, eval_every=600, eval_episodes=2)  # fmt: skip
     pqn = dqn.replace(
         learner="rollout", learning_starts=0, train_frequency=64, updates_per_block=4,
-        num_minibatches=2, total_env_steps=1_024, eval_every=512,
-        dqn={"loss": "regression", "double_q": False, "target_period": 64, "td_lambda": 0.65},
+        total_env_steps=1_024, eval_every=512,
+        algo={"rollout": {"num_minibatches": 2, "td_lambda": 0.65}},
+        dqn={"loss": "regression", "double_q": False, "target_period": 64},
         network={"layer_norm": True},
     )  # fmt: skip
     for cfg in (dqn, pqn):

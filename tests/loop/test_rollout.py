@@ -4,8 +4,6 @@ Q*, resume and the presets."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,10 +31,9 @@ def tiny_pqn(**changes):
         learning_starts=0,
         train_frequency=16,
         updates_per_block=4,
-        num_minibatches=2,
         total_env_steps=1_600,
-        dqn={"loss": "regression", "double_q": False, "target_period": 16, "td_lambda": 0.5,
-             "optimizer": "radam"},
+        dqn={"loss": "regression", "double_q": False, "target_period": 16, "optimizer": "radam"},
+        algo={"rollout": {"num_minibatches": 2, "td_lambda": 0.5}},
         network={"layer_norm": True},
     )  # fmt: skip
     return tiny_config(**{**base, **changes})
@@ -46,7 +43,7 @@ def tiny_pqn(**changes):
     "changes, match",
     [
         ({"learning_starts": 16}, r"learning_starts=16 is not allowed with learner='rollout'"),
-        ({"num_minibatches": 3}, r"num_minibatches=3 is not allowed"),
+        ({"algo": {"rollout": {"num_minibatches": 3}}}, r"num_minibatches=3 is not allowed"),
         ({"replay": {"prioritised": True}}, r"not from a replay buffer"),
         ({"replay": {"n_step": 3}}, r"n_step 1 \(its lambda-returns"),
         ({"learner": "offline"}, r"TrainConfig.learner='offline'.*'replay', 'rollout'"),
@@ -100,7 +97,9 @@ def test_rows_are_the_rollouts_with_their_lambda_returns():
     batch = rollout_targets(agent, schedules)(state, steps, last, 0, False)
     q_next = np.asarray(agent.q_values(state.params, np.concatenate([obs[1:], last[None]])
                                        .reshape(-1, 2))).max(-1).reshape(t, e)  # fmt: skip
-    want = lambda_returns(steps.reward, term, trunc, q_next, cfg.dqn.gamma, cfg.dqn.td_lambda)
+    want = lambda_returns(
+        steps.reward, term, trunc, q_next, cfg.dqn.gamma, cfg.algo.rollout.td_lambda
+    )
     np.testing.assert_allclose(np.asarray(batch.reward), np.asarray(want).ravel(), rtol=1e-5)
     np.testing.assert_array_equal(np.asarray(batch.obs), obs.reshape(-1, 2))
     np.testing.assert_array_equal(np.asarray(batch.action), steps.action.ravel())
@@ -141,7 +140,7 @@ def test_pqn_learns_probe_chain_q_star():
     cfg = tiny_pqn(total_env_steps=12_000, num_chunks=1, eval_episodes=2,
                    schedule={"epsilon_end": 0.2, "epsilon_fraction": 0.3,
                              "lr_schedule": "linear", "lr_end_fraction": 0.0})  # fmt: skip
-    cfg = cfg.replace(dqn=dataclasses.replace(cfg.dqn, learning_rate=3e-3, td_lambda=0.0))
+    cfg = cfg.replace(dqn={"learning_rate": 3e-3}, algo={"rollout": {"td_lambda": 0.0}})
     result = train(cfg, progress=False)
     assert_learned_probe_chain(result, cfg)
     np.testing.assert_allclose(result.final_return, [1.0, 1.0])
@@ -163,15 +162,21 @@ def test_pqn_resumes_bitwise(tmp_path):
 def test_presets_carry_purejaxqls_settings():
     cp = presets.get("pqn-cartpole")
     assert (cp.env.num_envs, cp.train_frequency // cp.env.num_envs) == (32, 64)
-    assert (cp.updates_per_block // cp.num_minibatches, cp.num_minibatches) == (4, 16)
+    mb = cp.algo.rollout.num_minibatches
+    assert (cp.updates_per_block // mb, mb) == (4, 16)
     assert cp.network.layer_norm and cp.network.hidden_sizes == (256, 256)
-    assert (cp.dqn.optimizer, cp.dqn.learning_rate, cp.dqn.td_lambda) == ("radam", 1e-4, 0.95)
+    assert (cp.dqn.optimizer, cp.dqn.learning_rate, cp.algo.rollout.td_lambda) == (
+        "radam",
+        1e-4,
+        0.95,
+    )
     assert cp.env.reward_shaping == "scale:0.1" and cp.schedule.epsilon_end == 0.2
     for game in ("asterix", "breakout", "freeway", "space-invaders"):
         m = presets.get(f"pqn-minatar-{game}")
         assert (m.env.num_envs, m.train_frequency // m.env.num_envs) == (128, 32)
-        assert (m.updates_per_block // m.num_minibatches, m.num_minibatches) == (2, 32)
-        assert (m.dqn.learning_rate, m.dqn.td_lambda, m.learner) == (5e-4, 0.65, "rollout")
+        mb = m.algo.rollout.num_minibatches
+        assert (m.updates_per_block // mb, mb) == (2, 32)
+        assert (m.dqn.learning_rate, m.algo.rollout.td_lambda, m.learner) == (5e-4, 0.65, "rollout")
     pong = presets.get("pqn-atari-pong")
     assert pong.env.name == "envpool:Pong-v5" and pong.network.kind == "nature"
     assert (pong.dqn.learning_rate, pong.schedule.epsilon_end) == (2.5e-4, 0.001)
@@ -203,11 +208,15 @@ def test_radam_is_optax_radam():
 
 def test_a_sweep_over_lambda_is_one_program():
     cfg = tiny_pqn(num_chunks=1, total_env_steps=160)
-    swept = train(cfg, sweep={"dqn.td_lambda": [0.0, 0.9]}, seeds_per_point=1, progress=False)
+    swept = train(
+        cfg, sweep={"algo.rollout.td_lambda": [0.0, 0.9]}, seeds_per_point=1, progress=False
+    )
     params = jax.tree.leaves(swept.result.runner.seeds.agent.params)
     assert all(p.shape[0] == 2 for p in params)
     assert any(not np.allclose(p[0], p[1]) for p in params)  # the lambdas trained apart
-    np.testing.assert_allclose(swept.result.runner.seeds.agent.hparams.td_lambda, [0.0, 0.9])
+    np.testing.assert_allclose(
+        swept.result.runner.seeds.agent.hparams.algo["rollout"]["td_lambda"], [0.0, 0.9]
+    )
 
 
 @pytest.mark.slow

@@ -193,8 +193,8 @@ SCRIPT = textwrap.dedent(
                                           "iqn_samples": (8, 8, 8), "iqn_embedding": 16}),
         # the rollout learner (PQN): each replica learns from its own rollouts
         "pqn": cfg.replace(parallel={"data": 2}, learner="rollout", learning_starts=0,
-                           train_frequency=16, updates_per_block=4, num_minibatches=2,
-                           total_env_steps=800,
+                           train_frequency=16, updates_per_block=4, total_env_steps=800,
+                           algo={"rollout": {"num_minibatches": 2}},
                            dqn={"loss": "regression", "double_q": False, "target_period": 16}),
     }
     for name, c in runs.items():
