@@ -306,7 +306,7 @@ def _resume(
         runner = _restart_envs(fns, runner, fresh)
         tqdm.tqdm.write(
             f"resume: the {config.env.name} envs' state cannot be saved (envpool's emulators), "
-            f"so they start new games; the replay is kept (its newest {config.replay.n_step} "
+            f"so the envs start new games; the replay is kept (its newest {config.replay.n_step} "
             "row(s) per env leave sampling: their next observations were never stored)",
             file=sys.stderr,
         )
