@@ -27,6 +27,12 @@ import pytest
 from jaxrl_fast.config import DQNConfig, EnvConfig, NetworkConfig, ReplayConfig, TrainConfig
 from jaxrl_fast.run import compile_cache
 
+# A test's own algorithm module registers its names (a loss, a config section, a preset) when
+# imported: only its test imports it, in a fresh process, never the collection of doctests
+# (`--doctest-modules` imports every module under tests/), so that no other test's registries
+# (and no config a test writes for a child process) hold its names.
+collect_ignore = ["loop/toy_algorithm.py"]
+
 
 def tiny_config(**changes) -> TrainConfig:
     """A probe-chain run small enough to compile and run in a few seconds."""

@@ -13,6 +13,12 @@ from jaxrl_fast.config import AlgoConfig, TrainConfig, options, register_section
 from jaxrl_fast.config.fields import knob
 
 
+def test_no_test_or_guide_module_registers_into_the_test_process():
+    """The toy algorithm (tests/loop/toy_algorithm.py) and the guide's (docs/own-algorithm.md)
+    register only in their own processes: here, only the library's sections exist."""
+    assert set(sections.section_names()) == {"munchausen", "rollout"}
+
+
 def test_the_library_section_reads_its_defaults_and_takes_dicts():
     cfg = TrainConfig()
     assert cfg.algo.munchausen.alpha == 0.9 and cfg.algo["munchausen"].tau == 0.03
