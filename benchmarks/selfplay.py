@@ -75,7 +75,7 @@ def main() -> None:
         t = time.time()
         result = train(cfg, progress=False)
         wall = time.time() - t
-        agent = selfplay.agent_of(cfg)
+        agent = selfplay.player_agent(cfg)
         record = final_record(result, make_env(ENV, games[1]), agent)
         row = {
             "row": name,

@@ -37,8 +37,8 @@ class Checkpointer:
     Raises (at construction, before anything compiles):
       ValueError: `keep < 1`, `every_env_steps < 1`, `every_seconds <= 0` or `num_devices < 1`.
         envpool runs are saved whole, but their emulators cannot be: a resumed one starts new
-        games (`train`, `Buffer.restart_envs`). With L3 on, its host arrays are saved too (the
-        shell sets `host_state` / `load_host_state` from the replay `Buffer`).
+        games (`train`, `Buffer.restart_envs`). A replay that keeps rows on the host has its host
+        arrays saved too (the shell sets `host_state` / `load_host_state` from the `Buffer`).
     """
 
     def __init__(
@@ -72,7 +72,7 @@ class Checkpointer:
         self._where, self._keep, self._manager = directory, keep, None
         self._clock = clock
         self._last_save = clock()
-        # the replay's host side (L3), set by the shell once the buffer exists: `() -> dict` of
+        # the replay's host side, set by the shell once the buffer exists: `() -> dict` of
         # arrays to save, and `(arrays, runner) -> None` to load them into a fresh buffer
         self.host_state: Callable[[], dict] | None = None
         self.load_host_state: Callable[[dict, Any], None] | None = None

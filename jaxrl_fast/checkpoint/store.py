@@ -16,6 +16,7 @@ import numpy as np
 
 from jaxrl_fast.checkpoint.crc import checksums, crc32, local_crc32, process_checksums
 from jaxrl_fast.parallel.distributed import barrier
+from jaxrl_fast.replay.base import HOST_STATE_ITEM
 
 TMP_SUFFIX = ".orbax-checkpoint-tmp"  # orbax's name for a checkpoint still being written
 _UNFINISHED = re.compile(r"\d+" + re.escape(TMP_SUFFIX) + ".*")
@@ -43,8 +44,9 @@ def manager(directory: str, keep: int):
         _remove_unfinished(where, lambda name: _UNFINISHED.fullmatch(name) is not None)
     barrier("jaxrl_fast.checkpoint.manager")
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False)
-    # L3's host arrays (numpy, or memmaps of a disk L3) are written as they are: orbax's numpy
-    # handler would copy each first, and the saves are synchronous (nothing writes them meanwhile)
+    # the replay's host arrays (numpy, or memory-mapped files) are written as they are: orbax's
+    # numpy handler would copy each first, and the saves are synchronous (nothing writes them
+    # meanwhile)
     from orbax.checkpoint._src.serialization import type_handler_registry, type_handlers
 
     host = type_handler_registry.create_type_handler_registry(
@@ -54,7 +56,7 @@ def manager(directory: str, keep: int):
     handlers = {
         "state": ocp.PyTreeCheckpointHandler(),
         "record": ocp.JsonCheckpointHandler(),
-        "l3": ocp.PyTreeCheckpointHandler(type_handler_registry=host),
+        HOST_STATE_ITEM: ocp.PyTreeCheckpointHandler(type_handler_registry=host),
     }
     return ocp.CheckpointManager(where, options=options, item_handlers=handlers)
 
@@ -83,7 +85,8 @@ def save(
 
     The saved record adds `num_devices` (default: the devices `runner` is spread over) and
     `checksums` (a CRC-32 per leaf). `host`: the replay's host-side arrays
-    (`Buffer.host_state()`: the L3 tier), saved as the checkpoint's `l3` item when not empty.
+    (`Buffer.host_state()`), saved as the checkpoint's `replay.HOST_STATE_ITEM` item when not
+    empty.
 
     Raises:
       OSError: the save failed writing (e.g. a full disk): the message names the directory and
@@ -102,7 +105,7 @@ def save(
         record=ocp.args.JsonSave(record),
     )
     if host:
-        items["l3"] = ocp.args.PyTreeSave(
+        items[HOST_STATE_ITEM] = ocp.args.PyTreeSave(
             {k: np.asarray(v) if np.ndim(v) == 0 else v for k, v in host.items()},
             ocdbt_target_data_file_size=_DATA_FILE_BYTES,
         )
@@ -212,12 +215,12 @@ def restore(
     )
     if host_like:
         host_target = {k: np.asarray(v) if np.ndim(v) == 0 else v for k, v in host_like.items()}
-        items["l3"] = ocp.args.PyTreeRestore(
+        items[HOST_STATE_ITEM] = ocp.args.PyTreeRestore(
             host_target, restore_args=jax.tree.map(read_as, host_target)
         )
     out = mngr.restore(step, args=ocp.args.Composite(**items))
     record = dict(out["record"])
-    host_arrays = dict(out["l3"]) if host_like else None
+    host_arrays = dict(out[HOST_STATE_ITEM]) if host_like else None
     saved = record.get("checksums")  # None in checkpoints made before there were checksums
     host = []
     for path, value in jax.tree_util.tree_leaves_with_path(out["state"]):

@@ -188,6 +188,12 @@ class ReplayConfig:
         return priority_rule(self.priority)
 
     @property
+    def on_host(self) -> bool:
+        """Rows are kept on the host (an L3 tier): its callbacks keep a run's seeds on one
+        device."""
+        return self.l3 != "off"
+
+    @property
     def l3_rows_per_batch(self) -> int:
         """Rows of each batch drawn from L3 (0 when L3 is off)."""
         if self.l3 == "off":

@@ -118,8 +118,8 @@ def resolve(
             + ("; a pool env holds num_seeds x num_envs)." if env.single_device else ").")
         )
     config = resolve_capacity(config, device=device, spec=env.spec)
-    # a pool env, or L3's host callbacks, keep every seed on one device: no split over devices
-    one_device = env.single_device or config.replay.l3 != "off"
+    # a pool env, or a replay's host callbacks, keep every seed on one device: no split
+    one_device = env.single_device or config.replay.on_host
     spread = memory_spread(num_seeds, device, one_device=one_device)
     check_fits(config, device=device, spec=env.spec, seed_devices=spread)
     torso = config.network.torso(env.spec.obs_shape)

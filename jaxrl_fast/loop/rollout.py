@@ -218,7 +218,7 @@ def check_config(cfg: Any) -> None:
             "minibatches)."
         )
     replay = cfg.replay
-    replayed = replay.sequence_length or replay.prioritised or replay.l3 != "off"
+    replayed = replay.sequence_length or replay.prioritised or replay.on_host
     if replayed or replay.n_step != 1 or cfg.demo.active:
         raise ValueError(
             "TrainConfig.learner='rollout' learns from its rollouts, not from a replay "

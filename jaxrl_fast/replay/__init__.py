@@ -4,13 +4,14 @@ one `Buffer` by `make_buffer` (docs/replay-tiers.md). Stored-row fields and byte
 
 from __future__ import annotations
 
-from jaxrl_fast.replay.base import Buffer
+from jaxrl_fast.replay.base import HOST_STATE_ITEM, Buffer
 from jaxrl_fast.replay.l3 import L3, L3Layout, make_l3, plan_l3
 from jaxrl_fast.replay.layout import row_bytes
 from jaxrl_fast.replay.ring import RingState, StoredRow, make_ring
 from jaxrl_fast.replay.tiered import ReplayState, make_buffer
 
 __all__ = [
+    "HOST_STATE_ITEM",
     "L3",
     "Buffer",
     "L3Layout",

@@ -11,6 +11,10 @@ import numpy as np
 from jaxrl_fast.config import ReplayConfig
 from jaxrl_fast.types import Array, Batch, PRNGKey, Transition
 
+# The name a checkpoint gives a buffer's host side (`Buffer.host_state`): its L3 tier's rows.
+# Kept as written by earlier versions, so that their checkpoints resume.
+HOST_STATE_ITEM = "l3"
+
 
 def _identity(state: Any) -> Any:
     return state

@@ -114,7 +114,7 @@ def train(
         run_files.check_sweep_run(run.config, plan, run_dir, resume)
     kinds = None if plan is None else hparams_mod.kinds_of(plan.hparams)
     fns = make_train(run, kinds=kinds, extensions=extensions)
-    if saver is not None:  # the L3 tier's host arrays go into the checkpoints too
+    if saver is not None:  # the replay's host arrays go into the checkpoints too
         saver.host_state = fns.buffer.host_state
         saver.load_host_state = lambda arrays, runner: fns.buffer.load_host_state(
             arrays, runner.seeds.replay

@@ -192,7 +192,7 @@ def report(result, *, games: int = 100, seed: int = 0, key: jax.Array | None = N
     params = result.runner.seeds.agent.params
     learner = jax.tree.map(lambda x: x[seed], params)
     players = [None] + [jax.tree.map(lambda x, s=s: x[s], pool.params) for s in order] + [learner]
-    agent = agent_of(config)
+    agent = player_agent(config)
     env = make_env(config.env.name, games)
     key = jax.random.key(config.seed + 2) if key is None else key
     records = round_robin(agent, env, players, key=key)
@@ -200,10 +200,15 @@ def report(result, *, games: int = 100, seed: int = 0, key: jax.Array | None = N
     return SelfPlayReport(names + ["learner"], training, records, elo(records), games)
 
 
-def agent_of(config) -> Agent:
-    """The agent (its functions) a run of `config` trains."""
-    from jaxrl_fast.config.hparams import hparams_of, kinds_of
-    from jaxrl_fast.loop.parts import make_parts
+def player_agent(config) -> Agent:
+    """The agent (its functions) a run of `config` trains, to play its players with: the
+    library's one `agent.build.agent_of`, on the env and precision `config` resolves to."""
+    from jaxrl_fast.agent.build import agent_of
+    from jaxrl_fast.agent.schedules import make_schedules
     from jaxrl_fast.loop.resolve import resolve
 
-    return make_parts(resolve(config.replace(num_seeds=1)), kinds_of(hparams_of(config))).agent
+    run = resolve(config.replace(num_seeds=1))
+    schedules = make_schedules(run.config)
+    return agent_of(
+        run.config, run.env.spec, run.precision, schedules, conv_impl=run.choices.conv_impl
+    )

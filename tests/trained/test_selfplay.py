@@ -119,7 +119,7 @@ def test_a_match_between_lowest_legal_players_goes_to_the_opener(run):
     from jaxrl_fast.envs import make_env
 
     zeros = jax.tree.map(lambda x: jnp.zeros_like(x[0]), run.runner.seeds.agent.params)
-    agent = selfplay.agent_of(run.config)
+    agent = selfplay.player_agent(run.config)
     counts = selfplay.round_robin(agent, make_env("pgx:tic_tac_toe", 64), [zeros, zeros, None],
                                   key=jax.random.key(0))  # fmt: skip
     wins, draws, losses = counts[0, 1]
