@@ -138,9 +138,12 @@ def _check_parts(
     sequence,
     action_mask: bool = False,
     num_actions: int = 0,
+    demo=None,
 ):
-    """Refuse, before anything is traced, parts that do not fit together; returns the masked
-    env's `legal(obs) -> [B, A]` (None for an env without masks)."""
+    """Refuse, before anything is traced, parts that do not fit together (and untyped parts);
+    returns the masked env's `legal(obs) -> [B, A]` (None for an env without masks)."""
+    _check_typed("sequence", sequence, SequenceSpec)
+    _check_typed("demo", demo, MarginSpec)
     _losses.get(config.loss)  # an unknown name: a ValueError listing the known ones
     head = getattr(network, "value_head", heads.SCALAR)
     if recurrent and action_mask:
@@ -221,14 +224,12 @@ def make_agent(
     agent's own), so the switch stays a real branch under the seed vmap. Raises
     ValueError for an unregistered loss or head, or parts that do not fit together.
     """
-    _check_typed("sequence", sequence, SequenceSpec)
-    _check_typed("demo", demo, MarginSpec)
     precision = precision or mp.PrecisionPolicy()
     exchange = exchange or Exchange()
     default_hp = hparams or _default_hparams(config, precision)
     clip = bool(math.isfinite(float(default_hp.max_grad_norm))) if clip is None else clip
     recurrent = getattr(network, "lstm", 0) > 0
-    legal = _check_parts(network, config, recurrent, sequence, action_mask, num_actions)
+    legal = _check_parts(network, config, recurrent, sequence, action_mask, num_actions, demo)
     optimizer = optimizer_of(config, learning_rate, exchange, precision, clip)
     loss_scale = mp.make_loss_scale(precision)
     network_fp32 = network.clone(dtype=jnp.float32) if precision.fallback else network

@@ -137,15 +137,20 @@ def parse_value(text: str, f: Field) -> Any:
     return text
 
 
-def _nested(assignments: dict[str, Any]) -> dict[str, Any]:
+def _nest(flat: dict[str, Any]) -> dict[str, Any]:
+    """`{"a.b": 1}` -> `{"a": {"b": 1}}`."""
     out: dict[str, Any] = {}
-    for name, value in assignments.items():
-        *parts, last = field(name).name.split(".")
+    for name, value in flat.items():
+        *parts, last = name.split(".")
         d = out
         for p in parts:
             d = d.setdefault(p, {})
         d[last] = value
     return out
+
+
+def _nested(assignments: dict[str, Any]) -> dict[str, Any]:
+    return _nest({field(name).name: value for name, value in assignments.items()})
 
 
 # Fields that moved, old dotted name -> new: a config written before (a run directory's
@@ -164,14 +169,7 @@ def migrate(tree: dict) -> dict:
     flat = flatten(tree)
     if not any(name in RENAMED for name in flat):
         return tree
-    out: dict[str, Any] = {}
-    for name, value in flat.items():
-        *parts, last = RENAMED.get(name, name).split(".")
-        d = out
-        for p in parts:
-            d = d.setdefault(p, {})
-        d[last] = value
-    return out
+    return _nest({RENAMED.get(name, name): value for name, value in flat.items()})
 
 
 def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
