@@ -12,6 +12,8 @@ any commit since the Atari work runs them):
 
 - `cartpole-1`, `cartpole-8`: `cartpole-cleanrl` with 1 and 8 seeds (`benchmarks/speedup.py`'s
   fused rows, shorter), one XLA device per core as there.
+- `rainbow-2`: `rainbow-minatar` (C51 with its dueling form, noisy layers, 3-step PER) with 2
+  seeds, no final evaluation: the DQN family's heads and layers.
 - `pong-1`, `pong-4`: `atari-pong` shrunk as in `benchmarks/atari.py` (4,096 prefill steps,
   then the training steps), 1 seed and 4 seeds over one pool; skipped without envpool.
 
@@ -47,6 +49,9 @@ if case.startswith("cartpole"):
     # No final evaluation: its program would compile in a background thread while the timed
     # chunks run (trees since 286a5ef), and share their cores.
     cfg = cfg.replace(total_env_steps=cfg.learning_starts + steps, eval_episodes=0)
+elif case.startswith("rainbow"):
+    cfg = presets.get("rainbow-minatar")
+    cfg = cfg.replace(total_env_steps=cfg.learning_starts + steps, eval_episodes=0, num_chunks=4)
 else:
     cfg = presets.get("atari-pong").replace(learning_starts=4096)
     cfg = cfg.replace(total_env_steps=4096 + steps, eval_episodes=1, num_chunks=None)
@@ -60,6 +65,7 @@ print("RESULT " + json.dumps(out))
 CASES = {  # name -> training env steps per seed (full, quick)
     "cartpole-1": (100_000, 30_000),
     "cartpole-8": (50_000, 20_000),
+    "rainbow-2": (16_000, 8_000),
     "pong-1": (2_048, 512),
     "pong-4": (2_048, 512),
 }

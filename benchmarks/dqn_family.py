@@ -38,7 +38,8 @@ def config_for(head: str, seeds: int):
     if head == "scalar":
         return cfg
     return cfg.replace(
-        network={"head": head, "v_min": 0.0, "v_max": 100.0, "num_quantiles": 32},
+        network={"head": head},
+        algo={"distributional": {"v_min": 0.0, "v_max": 100.0, "num_quantiles": 32}},
         dqn={"loss": head},
     )
 

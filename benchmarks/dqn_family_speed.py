@@ -44,7 +44,7 @@ from jaxrl_fast.run.train import train  # noqa: E402
 DEFAULT = ("dqn", "c51", "qr-dqn", "qr-dqn-51", "iqn", "m-dqn", "hl-gauss", "noisy",
            "rainbow-minatar")  # fmt: skip
 # rows that change one setting of an algorithm, to show where its time goes
-VARIANTS = {"qr-dqn-51": ("qr-dqn", {"network": {"num_quantiles": 51}})}
+VARIANTS = {"qr-dqn-51": ("qr-dqn", {"algo": {"distributional": {"num_quantiles": 51}}})}
 LOSS_CALLS = 30
 
 

@@ -2,8 +2,8 @@
 
 Trains short fixed-seed runs that together touch every path of the fused loop (the feed-forward
 and recurrent agents, MinAtar and Atari, demonstrations, a sweep, reward shaping, a curriculum,
-the L3 spill tier, fp16 with loss scaling and the fp32 fallback, PER with n-step, and a 2-device
-data-parallel run in a fresh process) and prints each run's per-seed `params_sha256`.
+the L3 spill tier, fp16 with loss scaling and the fp32 fallback, PER with n-step, the DQN
+family's heads, losses and noisy layers, and a 2-device data-parallel run in a fresh process) and prints each run's per-seed `params_sha256`.
 
     python benchmarks/hashes.py                      # run all, write results/hashes/hashes.{json,md}
     python benchmarks/hashes.py --check              # run all, compare with the committed hashes
@@ -31,9 +31,11 @@ HERE = common.HERE
 def _configs() -> dict:
     """name -> (TrainConfig, train() keyword arguments)."""
     from jaxrl_fast import presets
+    from jaxrl_fast.presets import dqn_family
 
     cartpole = presets.get("cartpole")
     short = dict(num_chunks=1, eval_episodes=2)
+    family = cartpole.replace(total_env_steps=4_000, learning_starts=1_000, num_seeds=2, **short)
     return {
         "cartpole": (
             cartpole.replace(total_env_steps=12_000, learning_starts=2_000, num_seeds=2, **short),
@@ -119,6 +121,12 @@ def _configs() -> dict:
             ),
             {},
         ),
+        # the DQN family's heads, losses and noisy layers (their settings as the presets set
+        # them: `dqn_family.apply`, so the same runs build before and after a config moves)
+        **{
+            name: (dqn_family.apply(name, family), {})
+            for name in ("full-rainbow", "qr-dqn", "iqn", "hl-gauss", "m-dqn")
+        },
     }
 
 

@@ -37,7 +37,9 @@ def agent_of(
     sequences of a recurrent network and the demonstrations' margin term when the config has
     them. `clip` and `exchange` as `make_agent`'s (the compiled clip; the data replicas')."""
     replay, demo = config.replay, config.demo
-    network = QNetwork.for_precision(config.network, spec, precision, conv_impl=conv_impl)
+    network = QNetwork.for_precision(
+        config.network, spec, precision, config.algo, conv_impl=conv_impl
+    )
     sequence = (
         SequenceSpec(replay.burn_in, replay.sequence_length, replay.n_step)
         if replay.sequence_length

@@ -1,14 +1,17 @@
 """Dense layer kinds: what every dense layer of the Q-network (the torso's and the head's) is.
 
-A kind is a `DenseKind(name, make, streams, explores)`:
+A kind is a `DenseKind(name, make, streams, explores, section)`:
 
-    make(features, init, *, dtype, param_dtype, precision, sigma0) -> a flax module
+    make(features, init, *, dtype, param_dtype, precision, settings) -> a flax module
         one dense layer of `features` outputs; `init` is the kernel initialiser the torso or
-        head asks for (He-normal hidden layers, a small normal for output layers)
+        head asks for (He-normal hidden layers, a small normal for output layers); `settings`
+        the kind's config section (None for a kind without one)
     streams: the flax random streams its layers draw from ("noise"); the agent passes each a
         key per act and per update (`AgentState.rng`) and none at evaluation, where a layer
         must compute its deterministic (mean) function
     explores: its noise explores, so epsilon-greedy on top is usually turned off
+    section: the `TrainConfig.algo` section (`config.sections`) that holds the kind's
+        settings, declared in its own module (None: no settings)
 
 `NetworkConfig.dense` names the kind: "dense" (`flax.linen.Dense`) or "noisy"
 (`agent.noisy`); `register(name, kind)` adds one with no edit anywhere else.
@@ -31,10 +34,11 @@ class DenseKind(NamedTuple):
     make: Callable[..., nn.Module]
     streams: tuple[str, ...] = ()
     explores: bool = False
+    section: str | None = None
 
 
-def _linear(features, init, *, dtype, param_dtype, precision, sigma0):
-    del sigma0
+def _linear(features, init, *, dtype, param_dtype, precision, settings):
+    del settings
     return nn.Dense(
         features, kernel_init=init, dtype=dtype, param_dtype=param_dtype, precision=precision
     )

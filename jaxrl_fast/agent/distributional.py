@@ -1,7 +1,9 @@
 """Distributional value heads and their losses: C51, QR-DQN and HL-Gauss.
 
-Each is a value head (`agent.heads`) with settings (`NetworkConfig.num_atoms`, `v_min`, `v_max`,
-`num_quantiles`, `hl_sigma`; `dueling` gives its dueling form) and a loss of the same name
+Each is a value head (`agent.heads`) with settings (this module's config section
+`TrainConfig.algo.distributional`, `DistributionalConfig`: `num_atoms`, `v_min`, `v_max`,
+`num_quantiles`, `hl_sigma`, e.g. `--algo.distributional.num-atoms 51` on the command line;
+`NetworkConfig.dueling` gives its dueling form) and a loss of the same name
 (`agent.losses`) that reads its output. `q_values(output)` is the distribution's mean, so
 acting, evaluation, the baseline, demonstrations' margin and the xla-report read Q-values as
 from any head; double-Q selection, n-step discounts (`batch.discount`), importance weights and
@@ -29,6 +31,7 @@ A head's output carries its atoms (a constant), so its loss needs no settings of
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import NamedTuple
 
@@ -36,11 +39,14 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_fast.agent import heads, losses, rowsort
-from jaxrl_fast.agent.heads import HeadArgs, ValueHead, head_init
+from jaxrl_fast.agent.heads import ValueHead, head_init, unbuilt
+from jaxrl_fast.config.fields import config_class, is_int, is_num, knob, require
+from jaxrl_fast.config.sections import register_section
 from jaxrl_fast.types import Array
 
 __all__ = [
     "Categorical",
+    "DistributionalConfig",
     "Quantiles",
     "c51_rows",
     "categorical_projection",
@@ -50,6 +56,41 @@ __all__ = [
     "quantile_huber",
     "quantile_midpoints",
 ]
+
+
+@config_class
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DistributionalConfig:
+    """The distributional heads' settings: `TrainConfig.algo.distributional`.
+
+    Attributes:
+      num_atoms: atoms of "c51" / bins of "hl-gauss" (>= 2; 51 as C51).
+      v_min, v_max: their support (v_min < v_max): the range the returns fall in ([-10, 10]
+        as C51).
+      num_quantiles: quantiles of "qr-dqn" (>= 1; 200 as QR-DQN).
+      hl_sigma: "hl-gauss"'s smoothing standard deviation relative to the bin width (> 0; 0.75
+        as Farebrother et al. 2024).
+    """
+
+    num_atoms: int = knob(51)
+    v_min: float = knob(-10.0)
+    v_max: float = knob(10.0)
+    num_quantiles: int = knob(200)
+    hl_sigma: float = knob(0.75)
+
+    def __post_init__(self) -> None:
+        require(self, "num_atoms", is_int(self.num_atoms) and self.num_atoms >= 2, "an int >= 2")
+        require(self, "v_min", is_num(self.v_min), "a float below v_max")
+        require(
+            self, "v_max", is_num(self.v_max) and self.v_max > self.v_min, "a float above v_min"
+        )
+        n = self.num_quantiles
+        require(self, "num_quantiles", is_int(n) and n >= 1, "an int >= 1")
+        require(self, "hl_sigma", is_num(self.hl_sigma) and self.hl_sigma > 0, "a float > 0")
+
+
+SECTION = "distributional"
+register_section(SECTION, DistributionalConfig)
 
 
 class Categorical(NamedTuple):
@@ -93,42 +134,33 @@ def _categorical_q(out: Categorical) -> Array:
 
 
 def _categorical_head(name: str, loss: str, smoothed: bool):
-    def configure(args: HeadArgs) -> ValueHead:
-        n = args.num_atoms
+    def configure(settings: DistributionalConfig, dueling: bool) -> ValueHead:
+        n, v_min, v_max = settings.num_atoms, settings.v_min, settings.v_max
         if smoothed:  # bin centres of n equal bins over [v_min, v_max]
-            width = (args.v_max - args.v_min) / n
-            atoms = args.v_min + width * (jnp.arange(n, dtype=jnp.float32) + 0.5)
-            sigma = args.sigma * width
+            width = (v_max - v_min) / n
+            atoms = v_min + width * (jnp.arange(n, dtype=jnp.float32) + 0.5)
+            sigma = settings.hl_sigma * width
         else:
-            atoms, sigma = jnp.linspace(args.v_min, args.v_max, n, dtype=jnp.float32), 0.0
+            atoms, sigma = jnp.linspace(v_min, v_max, n, dtype=jnp.float32), 0.0
 
         def apply(features: Array, num_actions: int, dense) -> Categorical:
-            logits = _per_action(features, num_actions, n, dense, args.dueling)
+            logits = _per_action(features, num_actions, n, dense, dueling)
             return Categorical(logits, atoms, jnp.asarray(sigma, jnp.float32))
 
         return ValueHead(name, apply, _categorical_q, loss=loss)
 
-    return ValueHead(name, _unbuilt(name), _categorical_q, configure, loss)
+    return ValueHead(name, unbuilt(name), _categorical_q, configure, loss, section=SECTION)
 
 
-def _quantile_head(args: HeadArgs) -> ValueHead:
+def _quantile_head(settings: DistributionalConfig, dueling: bool) -> ValueHead:
     def apply(features: Array, num_actions: int, dense) -> Quantiles:
-        return Quantiles(
-            _per_action(features, num_actions, args.num_quantiles, dense, args.dueling)
-        )
+        return Quantiles(_per_action(features, num_actions, settings.num_quantiles, dense, dueling))
 
     return ValueHead("qr-dqn", apply, _quantile_q, loss="qr-dqn")
 
 
 def _quantile_q(out: Quantiles) -> Array:
     return out.values.mean(axis=-1)
-
-
-def _unbuilt(name: str):
-    def apply(*_):
-        raise ValueError(f"value head {name!r} has settings: build it with head.built(HeadArgs).")
-
-    return apply
 
 
 # ---- targets and losses -----------------------------------------------------------------------
@@ -236,7 +268,7 @@ def hl_gauss_rows(x: losses.LossInput):
 
 C51 = _categorical_head("c51", "c51", smoothed=False)
 HL_GAUSS = _categorical_head("hl-gauss", "hl-gauss", smoothed=True)
-QR = ValueHead("qr-dqn", _unbuilt("qr-dqn"), _quantile_q, _quantile_head, "qr-dqn")
+QR = ValueHead("qr-dqn", unbuilt("qr-dqn"), _quantile_q, _quantile_head, "qr-dqn", section=SECTION)
 for _head in (C51, QR, HL_GAUSS):
     heads.HEADS.register(_head.name, _head, builtin=True)
 for _loss in (

@@ -12,8 +12,10 @@ A head is a `ValueHead(name, apply, q_values)`:
 
 The library's heads are `scalar` (one linear layer), `dueling` (value + advantage, the
 advantage centred) and the distributional heads of `agent.distributional` (`c51`, `qr-dqn`,
-`hl-gauss`). A head with settings has a `configure(HeadArgs) -> ValueHead` (the head for the
-network's `NetworkConfig` settings) and names the `loss` its output trains with.
+`hl-gauss`) and `agent.iqn`. A head with settings declares them as a config section of its
+own module (`section`: the name of a `TrainConfig.algo` section, `config.sections`) and has a
+`configure(settings, dueling) -> ValueHead` (the head for that section's values); it names the
+`loss` its output trains with.
 `NetworkConfig.head` names the head; `register(name, head)` makes a new one available under a
 name, with no edit anywhere else:
 
@@ -33,6 +35,7 @@ from typing import Any, Callable, NamedTuple
 import flax.linen as nn
 
 from jaxrl_fast.config.registry import HEADS
+from jaxrl_fast.config.sections import section_class
 from jaxrl_fast.types import Array
 
 head_init = nn.initializers.normal(stddev=0.01)
@@ -42,24 +45,10 @@ def _identity(x: Any) -> Any:
     return x
 
 
-class HeadArgs(NamedTuple):
-    """The settings a configurable head is built for (`NetworkConfig`'s fields of these names;
-    `sigma` is `hl_sigma`): support, atoms, quantiles, whether the head is dueling, and IQN's
-    sample counts `(N, N', K)` and cosine embedding size."""
-
-    num_atoms: int = 51
-    v_min: float = -10.0
-    v_max: float = 10.0
-    num_quantiles: int = 200
-    sigma: float = 0.75
-    dueling: bool = False
-    iqn_samples: tuple[int, int, int] = (64, 64, 32)
-    iqn_embedding: int = 64
-
-
 class ValueHead(NamedTuple):
     """A value head: `apply(features, num_actions, dense) -> output` and `q_values(output)`;
-    `configure(HeadArgs) -> ValueHead` for a head with settings (None: none), and the `loss`
+    for a head with settings, `configure(settings, dueling) -> ValueHead` (None: none) and the
+    `section` of `TrainConfig.algo` its settings are (None: none); and the `loss`
     (`DQNConfig.loss`) its output needs (None: any loss over Q-values).
 
     A head that samples (IQN's quantile levels) names its flax random `streams`; its `apply`
@@ -70,13 +59,28 @@ class ValueHead(NamedTuple):
     name: str
     apply: Callable[[Array, int, Callable], Any]
     q_values: Callable[[Any], Array] = _identity
-    configure: Callable[[HeadArgs], ValueHead] | None = None
+    configure: Callable[[Any, bool], ValueHead] | None = None
     loss: str | None = None
     streams: tuple[str, ...] = ()
+    section: str | None = None
 
-    def built(self, args: HeadArgs) -> ValueHead:
-        """The head for `args` (itself when it has no settings)."""
-        return self if self.configure is None else self.configure(args)
+    def built(self, settings: Any = None, dueling: bool = False) -> ValueHead:
+        """The head for `settings` (its section's config; None: the section's defaults) and
+        `dueling` (itself when it has no settings)."""
+        if self.configure is None:
+            return self
+        if settings is None and self.section is not None:
+            settings = section_class(self.section)()
+        return self.configure(settings, dueling)
+
+
+def unbuilt(name: str) -> Callable:
+    """The `apply` of a head with settings before it is built: refuses with how to build it."""
+
+    def apply(*_, **__):
+        raise ValueError(f"value head {name!r} has settings: build it with head.built(settings).")
+
+    return apply
 
 
 def _scalar(features: Array, num_actions: int, dense: Callable) -> Array:

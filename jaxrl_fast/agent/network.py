@@ -24,10 +24,11 @@ from jaxrl_fast.agent import heads as _heads
 from jaxrl_fast.agent import torsos
 from jaxrl_fast.agent.layers import Conv, hidden_init, orthogonal_init
 from jaxrl_fast.config import NetworkConfig
+from jaxrl_fast.config.sections import AlgoConfig
 from jaxrl_fast.envs.base import EnvSpec
 from jaxrl_fast.types import Array
 
-__all__ = ["Conv", "QNetwork", "orthogonal_init"]
+__all__ = ["Conv", "QNetwork", "network_sections", "orthogonal_init"]
 
 
 class QNetwork(nn.Module):
@@ -51,10 +52,11 @@ class QNetwork(nn.Module):
       dueling: value + advantage head (the same as `head="dueling"`).
       head: the value head's name (`agent.heads`): "scalar", "dueling", a distributional head
         ("c51", "qr-dqn", "hl-gauss") or a registered one.
-      head_args: the settings of a head that has them (`heads.HeadArgs`; `dueling` is this
-        module's).
+      head_settings: the settings of a head that has them (its `TrainConfig.algo` section's
+        config, e.g. `DistributionalConfig`; None: that section's defaults).
       dense_layer: the kind of every dense layer (`agent.dense`): "dense" or "noisy".
-      noisy_sigma0: the noisy layers' initial noise scale (`NetworkConfig.noisy_sigma0`).
+      dense_settings: the settings of a dense kind that has them (its section's config, e.g.
+        `NoisyConfig`; None: the defaults).
       lstm: LSTM width (0: a feed-forward network).
       layer_norm: a LayerNorm before every hidden ReLU of the torso (PQN's networks).
       dtype: compute dtype.
@@ -69,9 +71,9 @@ class QNetwork(nn.Module):
     conv_impl: str = "auto"
     dueling: bool = False
     head: str = "scalar"
-    head_args: _heads.HeadArgs = _heads.HeadArgs()
+    head_settings: Any = None
     dense_layer: str = "dense"
-    noisy_sigma0: float = 0.5
+    dense_settings: Any = None
     lstm: int = 0
     layer_norm: bool = False
     dtype: Any = jnp.float32
@@ -102,7 +104,7 @@ class QNetwork(nn.Module):
             dtype=self.dtype,
             param_dtype=self.param_dtype,
             precision=self.precision,
-            sigma0=self.noisy_sigma0,
+            settings=self.dense_settings,
         )
         x = torsos.TORSOS[self.torso](self, x, dense)
         if self.lstm:
@@ -130,16 +132,19 @@ class QNetwork(nn.Module):
 
     @property
     def value_head(self) -> _heads.ValueHead:
-        """The value head (`heads.get(head)` built for `head_args`; `dueling=True` is the
+        """The value head (`heads.get(head)` built for `head_settings`; `dueling=True` is the
         "dueling" head, or the dueling form of a configurable head)."""
         head = _heads.get(self.head)
         if head.configure is not None:
-            return head.built(self.head_args._replace(dueling=self.dueling))
+            return head.built(self.head_settings, self.dueling)
         return _heads.DUELING if self.dueling else head
 
     @classmethod
-    def from_config(cls, config: NetworkConfig, spec: EnvSpec, **kwargs: Any) -> QNetwork:
-        """Build the network a `NetworkConfig` describes for an env spec."""
+    def from_config(
+        cls, config: NetworkConfig, spec: EnvSpec, algo: AlgoConfig | None = None, **kwargs: Any
+    ) -> QNetwork:
+        """Build the network a `NetworkConfig` describes for an env spec, its head's and dense
+        layers' settings from their sections of `algo` (`TrainConfig.algo`; None: defaults)."""
         kind = config.torso(spec.obs_shape)
         if kind in ("cnn", "nature") and len(spec.obs_shape) != 3:
             raise ValueError(
@@ -151,6 +156,8 @@ class QNetwork(nn.Module):
                 f"NetworkConfig.kind='nature' needs frames of at least 36x36 (84x84 in DQN); env "
                 f"{spec.name!r} gives shape {spec.obs_shape}. Use kind='cnn' for small frames."
             )
+        algo = AlgoConfig() if algo is None else algo
+        settings = {part: algo[name] for part, name in network_sections(config).items()}
         return cls(
             num_actions=spec.num_actions,
             hidden_sizes=tuple(config.hidden_sizes),
@@ -158,17 +165,9 @@ class QNetwork(nn.Module):
             nature=kind == "nature",
             dueling=config.dueling,
             head=config.head or "scalar",
-            head_args=_heads.HeadArgs(
-                config.num_atoms,
-                config.v_min,
-                config.v_max,
-                config.num_quantiles,
-                config.hl_sigma,
-                iqn_samples=tuple(config.iqn_samples),
-                iqn_embedding=config.iqn_embedding,
-            ),
+            head_settings=settings.get("head"),
             dense_layer=config.dense,
-            noisy_sigma0=config.noisy_sigma0,
+            dense_settings=settings.get("dense"),
             lstm=config.lstm,
             layer_norm=config.layer_norm,
             **{"conv_impl": config.conv_impl, **kwargs},
@@ -176,7 +175,12 @@ class QNetwork(nn.Module):
 
     @classmethod
     def for_precision(
-        cls, config: NetworkConfig, spec: EnvSpec, precision: Any, **kwargs: Any
+        cls,
+        config: NetworkConfig,
+        spec: EnvSpec,
+        precision: Any,
+        algo: AlgoConfig | None = None,
+        **kwargs: Any,
     ) -> QNetwork:
         """The network for a `precision.PrecisionPolicy`: its compute dtype, fp32 params, its matmul
         precision; `kwargs` override module attributes (e.g. `conv_impl`)."""
@@ -185,6 +189,7 @@ class QNetwork(nn.Module):
         return cls.from_config(
             config,
             spec,
+            algo,
             **{
                 "dtype": COMPUTE_DTYPES[precision.compute],
                 "param_dtype": jnp.float32,
@@ -192,3 +197,14 @@ class QNetwork(nn.Module):
                 **kwargs,
             },
         )
+
+
+def network_sections(config: NetworkConfig) -> dict[str, str]:
+    """The `TrainConfig.algo` sections the network of `config` reads: `{"head": name}` for a
+    head with settings, `{"dense": name}` for a dense kind with them (`{}`: none)."""
+    head = _heads.get(config.head or "scalar")
+    out = {"head": head.section} if head.configure is not None and head.section else {}
+    dense = _dense.get(config.dense)
+    if dense.section:
+        out["dense"] = dense.section
+    return out

@@ -11,7 +11,8 @@ formed (fan_in x features elementwise operations) and applied in one matmul: tha
 matmul forward and two backward, as a plain layer, where `x @ mu_W + ((x * f(e_in)) @ sigma_W)
 * f(e_out)` costs two and four (measured: noisy nets ran at 0.48x of DQN's env-steps/s on
 MinAtar that way, benchmarks/results/dqn_family/minatar.md). `sigma`
-starts at `sigma0 / sqrt(fan_in)` (`NetworkConfig.noisy_sigma0`, 0.5 as the paper); `mu_W` uses
+starts at `sigma0 / sqrt(fan_in)` (this module's config section `TrainConfig.algo.noisy`,
+`NoisyConfig.sigma0`, 0.5 as the paper; `--algo.noisy.sigma0` on the command line); `mu_W` uses
 the initialiser the torso or head asks for (so output layers start near zero), the biases zero.
 
 The noise comes from the flax random stream "noise": the agent passes it a key per act (from the
@@ -22,6 +23,7 @@ computes the mean function `x @ mu_W + mu_b`: evaluation is noise-free.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Callable
 
@@ -30,12 +32,33 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_fast.agent.dense import DenseKind
+from jaxrl_fast.config.fields import config_class, is_num, knob, require
 from jaxrl_fast.config.registry import DENSE_LAYERS
+from jaxrl_fast.config.sections import register_section
 from jaxrl_fast.types import Array
 
-__all__ = ["NOISY", "NoisyDense", "scaled_noise"]
+__all__ = ["NOISY", "NoisyConfig", "NoisyDense", "scaled_noise"]
 
 STREAM = "noise"
+
+
+@config_class
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NoisyConfig:
+    """The noisy layers' settings: `TrainConfig.algo.noisy`.
+
+    Attributes:
+      sigma0: the initial noise scale, sigma = sigma0 / sqrt(fan-in) (> 0; 0.5 as Fortunato
+        et al. 2018 for factorised noise).
+    """
+
+    sigma0: float = knob(0.5)
+
+    def __post_init__(self) -> None:
+        require(self, "sigma0", is_num(self.sigma0) and self.sigma0 > 0, "a float > 0")
+
+
+register_section("noisy", NoisyConfig)
 
 
 def scaled_noise(key, n: int) -> Array:
@@ -73,9 +96,10 @@ class NoisyDense(nn.Module):
         return jnp.dot(x, w.astype(self.dtype), precision=self.precision) + b.astype(self.dtype)
 
 
-def _noisy(features, init, *, dtype, param_dtype, precision, sigma0):
+def _noisy(features, init, *, dtype, param_dtype, precision, settings):
+    sigma0 = (settings or NoisyConfig()).sigma0
     return NoisyDense(features, init, sigma0, dtype, param_dtype, precision)
 
 
-NOISY = DenseKind("noisy", _noisy, streams=(STREAM,), explores=True)
+NOISY = DenseKind("noisy", _noisy, streams=(STREAM,), explores=True, section="noisy")
 DENSE_LAYERS.register("noisy", NOISY, builtin=True)

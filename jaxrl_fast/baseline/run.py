@@ -16,23 +16,22 @@ from jaxrl_fast.baseline.replay import HostReplay
 from jaxrl_fast.config import TrainConfig
 from jaxrl_fast.envs import Env
 from jaxrl_fast.parallel import seeds
+from jaxrl_fast.platform.timing import Timed
 
 __all__ = ["BaselineResult", "baseline_blocks", "train_unfused"]
 
 
-@dataclasses.dataclass
-class BaselineResult:
-    """What `train_unfused` returns.
+@dataclasses.dataclass(kw_only=True)
+class BaselineResult(Timed):
+    """What `train_unfused` returns: a `platform.timing.Timed` (env steps, compile, run,
+    evaluation and wall times, as `train`'s result; `compile_time_s` is every jitted function's,
+    compiled once before timing, and `eval_time_s` the final evaluation's) with the conventional
+    loop's own facts.
 
     Attributes:
       config: the run's config.
       agent: final `AgentState` of the one seed (no seed axis); `agent.params` are the weights.
-      env_steps: env steps run (prefill included).
-      compile_time_s: seconds compiling every jitted function (done once, before timing).
-      run_time_s: seconds of the training loop (env reset, prefill and blocks), compile excluded.
       prefill_time_s: the part of `run_time_s` spent before the first update.
-      eval_time_s: seconds running the final evaluation.
-      wall_time_s: the whole call.
       episode_returns: returns of the training episodes that ended, in order of completion.
       final_return: mean evaluation return over `config.eval_episodes` episodes (greedy, or
         epsilon-greedy with `eval_epsilon`; NaN if 0), played by `evaluate.make_evaluate`.
@@ -42,12 +41,7 @@ class BaselineResult:
 
     config: TrainConfig
     agent: AgentState
-    env_steps: int
-    compile_time_s: float
-    run_time_s: float
     prefill_time_s: float
-    eval_time_s: float
-    wall_time_s: float
     episode_returns: list[float]
     final_return: float
     replay: HostReplay | None = None
@@ -57,11 +51,6 @@ class BaselineResult:
     def params(self):
         """The final online network parameters."""
         return self.agent.params
-
-    @property
-    def env_steps_per_s(self) -> float:
-        """Env steps per second of the training loop, compile excluded."""
-        return self.env_steps / max(self.run_time_s, 1e-9)
 
     @property
     def train_env_steps_per_s(self) -> float:

@@ -56,7 +56,7 @@ def export(args: argparse.Namespace) -> int:
     like = jax.eval_shape(fns.init, jax.random.split(jax.random.key(0), lanes))
     state, record, step = read_state(os.path.join(run_dir, "checkpoints"), like, args.step)
     params = jax.tree.map(lambda x: x[args.seed], state.seeds.agent.params)
-    policy = from_params(params, config.network, fns.run.env.spec, config.env)
+    policy = from_params(params, config.network, fns.run.env.spec, config.env, config.algo)
     policy.save(args.out)
     steps = record.get("env_steps")
     at = f" ({steps:,} env steps per seed)" if isinstance(steps, int) else ""

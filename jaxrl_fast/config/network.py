@@ -1,10 +1,11 @@
-"""Q-network settings: torso, value head, LSTM."""
+"""Q-network settings: torso, value head, LSTM (a head's or dense kind's own settings are its
+config section, `TrainConfig.algo`)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from jaxrl_fast.config.fields import config_class, is_int, is_num, require
+from jaxrl_fast.config.fields import config_class, is_int, require
 from jaxrl_fast.config.registry import DENSE_LAYERS, HEADS
 
 _NETWORKS = ("auto", "mlp", "cnn", "nature")
@@ -26,27 +27,18 @@ class NetworkConfig:
       dueling: use a dueling value/advantage head (the same as `head="dueling"`; with a
         distributional head, its dueling form, as Rainbow's).
       head: None (the scalar head, or the dueling head with `dueling`), or the name of a value
-        head: "scalar", "dueling", the distributional heads "c51" (categorical over
-        `num_atoms` fixed atoms in `[v_min, v_max]`), "qr-dqn" (`num_quantiles` quantiles) and
-        "hl-gauss" (a histogram over `num_atoms` bins of `[v_min, v_max]` trained on a
-        Gaussian-smoothed target, `hl_sigma`) and "iqn" (implicit quantiles, `iqn_samples`),
-        each trained by the `DQNConfig.loss` of its name
-        (docs/distributional.md), or one added with `jaxrl_fast.agent.heads.register`.
-      num_atoms: atoms of "c51" / bins of "hl-gauss" (>= 2).
-      v_min, v_max: their support (v_min < v_max): the range the returns fall in.
-      num_quantiles: quantiles of "qr-dqn" (>= 1).
-      hl_sigma: "hl-gauss"'s smoothing standard deviation relative to the bin width (> 0; 0.75
-        as Farebrother et al. 2024).
-      iqn_samples: "iqn"'s quantile levels per pass `(N, N', K)`: sampled for the online net
-        in the loss, the target net, and acting and double-Q selection ((64, 64, 32) as Dabney et
-        al. 2018b); without a random stream (evaluation) K fixed midpoints.
-      iqn_embedding: size of "iqn"'s cosine embedding of a quantile level (64).
+        head: "scalar", "dueling", the distributional heads "c51" (categorical over fixed
+        atoms), "qr-dqn" (quantiles) and "hl-gauss" (a histogram trained on a
+        Gaussian-smoothed target), whose settings are `TrainConfig.algo.distributional`, and
+        "iqn" (implicit quantiles; `TrainConfig.algo.iqn`), each trained by the
+        `DQNConfig.loss` of its name (docs/distributional.md), or one added with
+        `jaxrl_fast.agent.heads.register`.
       dense: the kind of every dense layer (the torso's and the head's): "dense", or "noisy"
         (factorised Gaussian noisy layers, Fortunato et al. 2018: the exploration of Rainbow;
-        noise drawn per act and per update from each seed's keys, none at evaluation; set the
-        epsilon schedule to 0 with it, as the presets do; docs/dqn_family.md), or one added
-        with `jaxrl_fast.agent.dense.register`.
-      noisy_sigma0: the noisy layers' initial noise scale, sigma = sigma0 / sqrt(fan-in) (0.5).
+        noise drawn per act and per update from each seed's keys, none at evaluation; its
+        initial scale is `TrainConfig.algo.noisy.sigma0`; set the epsilon schedule to 0 with it,
+        as the presets do; docs/dqn_family.md), or one added with
+        `jaxrl_fast.agent.dense.register`.
       conv_impl: how the Nature torso's strided convolutions compute: "conv", "patches"
         (patches x matmul), "conv_patches_grad" (convolutions, but the kernel gradient as
         patches x matmul), "conv_canonical_grads" (convolutions whose gradients are written
@@ -69,15 +61,7 @@ class NetworkConfig:
     conv_channels: tuple[int, ...] = (16,)
     dueling: bool = False
     head: str | None = None
-    num_atoms: int = 51
-    v_min: float = -10.0
-    v_max: float = 10.0
-    num_quantiles: int = 200
-    hl_sigma: float = 0.75
-    iqn_samples: tuple[int, int, int] = (64, 64, 32)
-    iqn_embedding: int = 64
     dense: str = "dense"
-    noisy_sigma0: float = 0.5
     conv_impl: str = "auto"
     lstm: int = 0
     layer_norm: bool = False
@@ -109,32 +93,8 @@ class NetworkConfig:
         )
         require(self, "dueling", isinstance(self.dueling, bool), "True or False")
         require(self, "head", self.head is None or self.head in HEADS, f"None or {HEADS.allowed()}")
-        require(self, "num_atoms", is_int(self.num_atoms) and self.num_atoms >= 2, "an int >= 2")
-        require(self, "v_min", is_num(self.v_min), "a float below v_max")
-        require(
-            self, "v_max", is_num(self.v_max) and self.v_max > self.v_min, "a float above v_min"
-        )
-        require(
-            self,
-            "num_quantiles",
-            is_int(self.num_quantiles) and self.num_quantiles >= 1,
-            "an int >= 1",
-        )
-        require(self, "hl_sigma", is_num(self.hl_sigma) and self.hl_sigma > 0, "a float > 0")
-        require(
-            self,
-            "iqn_samples",
-            isinstance(self.iqn_samples, tuple)
-            and len(self.iqn_samples) == 3
-            and all(is_int(n) and n >= 1 for n in self.iqn_samples),
-            "a tuple of 3 positive ints (N, N', K), e.g. (64, 64, 32)",
-        )
-        e = self.iqn_embedding
-        require(self, "iqn_embedding", is_int(e) and e >= 1, "an int >= 1")
         require(self, "dense", self.dense in DENSE_LAYERS, DENSE_LAYERS.allowed())
         require(self, "layer_norm", isinstance(self.layer_norm, bool), "True or False")
-        sigma0 = self.noisy_sigma0
-        require(self, "noisy_sigma0", is_num(sigma0) and sigma0 > 0, "a float > 0")
         configurable = getattr(HEADS.find(self.head or ""), "configure", None) is not None
         if self.dueling and self.head not in (None, "dueling") and not configurable:
             raise ValueError(

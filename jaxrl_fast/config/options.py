@@ -161,6 +161,14 @@ RENAMED = {
     "dqn.munchausen_l0": "algo.munchausen.l0",
     "dqn.td_lambda": "algo.rollout.td_lambda",
     "num_minibatches": "algo.rollout.num_minibatches",
+    "network.num_atoms": "algo.distributional.num_atoms",
+    "network.v_min": "algo.distributional.v_min",
+    "network.v_max": "algo.distributional.v_max",
+    "network.num_quantiles": "algo.distributional.num_quantiles",
+    "network.hl_sigma": "algo.distributional.hl_sigma",
+    "network.iqn_samples": "algo.iqn.samples",
+    "network.iqn_embedding": "algo.iqn.embedding",
+    "network.noisy_sigma0": "algo.noisy.sigma0",
 }
 
 

@@ -51,38 +51,44 @@ def _dqn(cfg: TrainConfig, **changes) -> TrainConfig:
     return cfg.replace(dqn=dataclasses.replace(cfg.dqn, **changes))
 
 
+def _algo(cfg: TrainConfig, section: str, **changes) -> TrainConfig:
+    return cfg.replace(algo={section: changes})
+
+
 def _no_epsilon(cfg: TrainConfig) -> TrainConfig:
     schedule = dataclasses.replace(cfg.schedule, epsilon_start=0.0, epsilon_end=0.0)
     return cfg.replace(schedule=schedule)
 
 
 def c51(cfg: TrainConfig) -> TrainConfig:
-    cfg = _net(cfg, head="c51", num_atoms=51, v_min=-10.0, v_max=10.0)
+    cfg = _net(cfg, head="c51")
+    cfg = _algo(cfg, "distributional", num_atoms=51, v_min=-10.0, v_max=10.0)
     return _dqn(cfg, loss="c51", adam_eps=3.125e-4)
 
 
 def qr_dqn(cfg: TrainConfig) -> TrainConfig:
-    cfg = _net(cfg, head="qr-dqn", num_quantiles=200)
+    cfg = _algo(_net(cfg, head="qr-dqn"), "distributional", num_quantiles=200)
     return _dqn(cfg, loss="qr-dqn", huber_delta=1.0, adam_eps=3.125e-4)
 
 
 def iqn(cfg: TrainConfig) -> TrainConfig:
-    cfg = _net(cfg, head="iqn", iqn_samples=(64, 64, 32), iqn_embedding=64)
+    cfg = _algo(_net(cfg, head="iqn"), "iqn", samples=(64, 64, 32), embedding=64)
     return _dqn(cfg, loss="iqn", huber_delta=1.0, adam_eps=3.125e-4)
 
 
 def m_dqn(cfg: TrainConfig) -> TrainConfig:
     cfg = _dqn(cfg, loss="m-dqn", huber_delta=1.0)
-    return cfg.replace(algo={"munchausen": {"alpha": 0.9, "tau": 0.03, "l0": -1.0}})
+    return _algo(cfg, "munchausen", alpha=0.9, tau=0.03, l0=-1.0)
 
 
 def hl_gauss(cfg: TrainConfig) -> TrainConfig:
-    cfg = _net(cfg, head="hl-gauss", num_atoms=51, v_min=-10.0, v_max=10.0, hl_sigma=0.75)
+    cfg = _net(cfg, head="hl-gauss")
+    cfg = _algo(cfg, "distributional", num_atoms=51, v_min=-10.0, v_max=10.0, hl_sigma=0.75)
     return _dqn(cfg, loss="hl-gauss")
 
 
 def noisy(cfg: TrainConfig) -> TrainConfig:
-    return _no_epsilon(_net(cfg, dense="noisy", noisy_sigma0=0.5))
+    return _no_epsilon(_algo(_net(cfg, dense="noisy"), "noisy", sigma0=0.5))
 
 
 def rainbow(cfg: TrainConfig) -> TrainConfig:
@@ -121,7 +127,7 @@ def apply(name: str, base: TrainConfig) -> TrainConfig:
 
 
 def _rainbow_minatar(base: TrainConfig) -> TrainConfig:
-    cfg = _net(full_rainbow(base), v_min=-100.0, v_max=100.0)
+    cfg = _algo(full_rainbow(base), "distributional", v_min=-100.0, v_max=100.0)
     cfg = _dqn(cfg, learning_rate=1e-4, adam_eps=3.125e-4, target_period=1_008)
     return cfg.replace(
         replay=dataclasses.replace(cfg.replay, batch_size=32),

@@ -10,12 +10,14 @@ import numpy as np
 from jaxrl_fast.config import TrainConfig, parse_variants
 from jaxrl_fast.envs import EnvSpec
 from jaxrl_fast.loop import RunnerState
+from jaxrl_fast.platform.timing import Timed
 from jaxrl_fast.trained.policy import Policy, from_params
 
 
-@dataclasses.dataclass
-class TrainResult:
-    """What `train` returns.
+@dataclasses.dataclass(kw_only=True)
+class TrainResult(Timed):
+    """What `train` returns: a `platform.timing.Timed` (env steps, compile, run, evaluation and
+    wall times, as the conventional baseline's result) with the fused run's own facts.
 
     Attributes:
       config: the run's config.
@@ -52,17 +54,11 @@ class TrainResult:
     final_return: np.ndarray
     train_return: np.ndarray
     history: list[dict]
-    env_steps: int
-    compile_time_s: float
-    run_time_s: float
     first_chunk_time_s: float
-    eval_time_s: float
-    wall_time_s: float
     num_devices: int = 1
     precision: str = ""
     fp32_fallback_env_steps: int | None = None
     spec: EnvSpec | None = None
-    resumed_env_steps: int = 0
     resumed_chunks: int = 0
     evaluations: int = 0
 
@@ -89,20 +85,12 @@ class TrainResult:
                 e.name, e.num_envs, atari=e.atari, discretise=e.discretise, observe=e.observe
             ).spec
         params = jax.tree.map(lambda x: x[seed], self.runner.seeds.agent.params)
-        return from_params(params, self.config.network, spec, self.config.env)
+        return from_params(params, self.config.network, spec, self.config.env, self.config.algo)
 
     @property
-    def env_steps_run(self) -> int:
-        """Env steps per seed that this call ran (after a resume: since the checkpoint)."""
-        return self.env_steps - self.resumed_env_steps
-
-    @property
-    def env_steps_per_s(self) -> float:
-        """Aggregate env steps per second over all seeds and data replicas that this call ran,
-        compile excluded; NaN when it ran none (a resumed run that had finished)."""
-        if self.env_steps_run == 0:
-            return float("nan")
-        return self.config.num_lanes * self.env_steps_run / max(self.run_time_s, 1e-9)
+    def lanes(self) -> int:
+        """Seeds x data replicas: the lanes `env_steps_per_s` adds up."""
+        return self.config.num_lanes
 
     @property
     def train_env_steps_per_s(self) -> float:
@@ -139,12 +127,7 @@ class TrainResult:
             "mean_final_return": _num(np.nanmean(self.final_return))
             if np.isfinite(self.final_return).any()
             else None,
-            "wall_time_s": self.wall_time_s,
-            "compile_time_s": self.compile_time_s,
-            "run_time_s": self.run_time_s,
-            "eval_time_s": self.eval_time_s,
-            "env_steps_run": self.env_steps_run,
-            "resumed_env_steps": self.resumed_env_steps,
+            **self.timings(),
             "evaluations": self.evaluations,
             "env_steps_per_s": _num(self.env_steps_per_s),
             "train_env_steps_per_s": _num(self.train_env_steps_per_s),

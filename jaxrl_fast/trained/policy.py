@@ -6,14 +6,16 @@ from a small portable file.
     policy.save("cartpole.policy.npz")
     Policy.load("cartpole.policy.npz").act(obs)
 
-A `Policy` holds the seed's parameters (float32, as numpy arrays), its `NetworkConfig` and the
+A `Policy` holds the seed's parameters (float32, as numpy arrays), its `NetworkConfig` (with the
+config sections its head and dense layers read, e.g. `TrainConfig.algo.distributional`) and the
 env's `EnvSpec` (observation shape and dtype, number of actions). It acts on the observations
 the library's env gives (`make_env(spec.name)`: after its wrappers, such as `EnvConfig.observe`
 or Atari's frame stack), one observation `[*obs_shape]` or a batch `[B, *obs_shape]`.
 
 The file is a NumPy `.npz` archive (a zip): one array per parameter and a JSON header (the
-format and its version, the network config, the env spec and the parameter names). Loading
-reads arrays and JSON only, never pickles (so it never runs code), on any device count, and
+format and its version, the network config and its sections, the env spec and the parameter
+names; a version-1 file, written before a head's settings moved to its section, still loads).
+Loading reads arrays and JSON only, never pickles (so it never runs code), on any device count, and
 without the run's config, orbax or the run directory. A file that is truncated, damaged (zip
 CRC-32s), of another format or whose arrays do not fit its network is refused with a
 `ValueError` naming the file.
@@ -33,14 +35,15 @@ import numpy as np
 
 from jaxrl_fast.agent.evaluate import play_episodes
 from jaxrl_fast.agent.masks import legal_actions, mask_q
-from jaxrl_fast.agent.network import QNetwork
-from jaxrl_fast.config import AtariConfig, EnvConfig, NetworkConfig
+from jaxrl_fast.agent.network import QNetwork, network_sections
+from jaxrl_fast.config import AtariConfig, EnvConfig, NetworkConfig, options
+from jaxrl_fast.config.sections import AlgoConfig
 from jaxrl_fast.envs.base import EnvSpec
 from jaxrl_fast.envs.seeded import make_seeded
 from jaxrl_fast.platform.paths import write_npz
 
 FORMAT = "jaxrl_fast.trained.policy"
-VERSION = 1
+VERSION = 2
 _HEADER = "__policy__"
 _PARAM = "param:"
 
@@ -56,17 +59,20 @@ class Policy:
       env: the settings that shape the env's observations and actions (`name`, `discretise`,
         `observe`, `atari`), so that `evaluate` builds the env the policy was trained on; None:
         `spec.name` with the defaults.
+      algo: the run's `TrainConfig.algo`, of which the network reads its head's and dense
+        layers' sections (`agent.network.network_sections`); None: the defaults.
     """
 
     params: Any
     network: NetworkConfig
     spec: EnvSpec
     env: EnvConfig | None = None
+    algo: AlgoConfig | None = None
 
     @property
     def net(self) -> QNetwork:
         """The Q-network (float32 compute)."""
-        return QNetwork.from_config(self.network, self.spec)
+        return QNetwork.from_config(self.network, self.spec, self.algo)
 
     @property
     def recurrent(self) -> bool:
@@ -135,6 +141,7 @@ class Policy:
             "format": FORMAT,
             "version": VERSION,
             "network": _network_dict(self.network),
+            "sections": _sections_dict(self.network, self.algo or AlgoConfig()),
             "spec": _spec_dict(self.spec),
             "env": None if self.env is None else _env_dict(self.env),
             "params": sorted(flat),
@@ -160,24 +167,28 @@ class Policy:
         except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as err:
             raise ValueError(f"{path}: not a readable jaxrl_fast policy file ({err})") from None
         header = _header(arrays, path)
-        network = _network_from(header["network"], path)
+        network, algo = _network_from(header, path)
         spec = _spec_from(header["spec"])
         names = header["params"]
         if sorted(n for n in arrays if n != _HEADER) != sorted(names):
             raise ValueError(f"{path}: its arrays are not the ones its header lists.")
         params = _unflatten({n[len(_PARAM) :]: arrays[n] for n in names})
         env = header.get("env")
-        policy = cls(params, network, spec, None if env is None else _env_from(env))
+        policy = cls(params, network, spec, None if env is None else _env_from(env), algo)
         _check_fits(policy, path)
         return policy
 
 
 def from_params(
-    params: Any, network: NetworkConfig, spec: EnvSpec, env: EnvConfig | None = None
+    params: Any,
+    network: NetworkConfig,
+    spec: EnvSpec,
+    env: EnvConfig | None = None,
+    algo: AlgoConfig | None = None,
 ) -> Policy:
     """A `Policy` from one seed's parameters (device or numpy arrays, no seed axis)."""
     params = jax.tree.map(lambda x: np.asarray(x, np.float32), jax.device_get(params))
-    return Policy(params=params, network=network, spec=spec, env=env)
+    return Policy(params=params, network=network, spec=spec, env=env, algo=algo)
 
 
 def evaluate(
@@ -283,13 +294,29 @@ def _spec_from(d: dict) -> EnvSpec:
     )
 
 
-def _network_from(d: dict, path: str) -> NetworkConfig:
+def _sections_dict(network: NetworkConfig, algo: AlgoConfig) -> dict:
+    names = network_sections(network).values()
+    return json.loads(json.dumps({name: dataclasses.asdict(algo[name]) for name in names}))
+
+
+def _network_from(header: dict, path: str) -> tuple[NetworkConfig, AlgoConfig]:
+    """The network config and its sections; a version-1 header's head and noisy settings
+    (then `NetworkConfig` fields) move to their sections (`options.RENAMED`)."""
+    tree = options.migrate({"network": header["network"], "algo": header.get("sections", {})})
+    d = tree["network"]
     fields = {f.name: f for f in dataclasses.fields(NetworkConfig)}
     unknown = sorted(set(d) - set(fields))
     if unknown:
         raise ValueError(f"{path}: network fields {unknown} are unknown to this jaxrl_fast.")
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
-    return NetworkConfig(**values)
+    sections = {
+        name: {k: tuple(v) if isinstance(v, list) else v for k, v in fields_.items()}
+        for name, fields_ in tree.get("algo", {}).items()
+    }
+    try:
+        return NetworkConfig(**values), AlgoConfig(sections)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path}: its network settings are not valid ({err}).") from None
 
 
 def _header(arrays: dict[str, np.ndarray], path: str) -> dict:

@@ -17,11 +17,11 @@ from conftest import assert_learned_probe_chain, tiny_config
 from jaxrl_fast import train
 from jaxrl_fast.agent import distributional as dist
 from jaxrl_fast.agent import make_agent
-from jaxrl_fast.agent.heads import HeadArgs
+from jaxrl_fast.agent.distributional import DistributionalConfig
 from jaxrl_fast.agent.losses import LossInput
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.agent.sequence_loss import SequenceSpec
-from jaxrl_fast.config import DQNConfig, NetworkConfig, ReplayConfig
+from jaxrl_fast.config import DQNConfig, NetworkConfig, ReplayConfig, TrainConfig, options
 
 B, A = 6, 3
 
@@ -158,7 +158,9 @@ def _integral_oracle(y, centres, sigma):
 
 
 def test_hl_gauss_target_is_the_gaussian_mass_of_each_bin():
-    head = dist.HL_GAUSS.built(HeadArgs(num_atoms=21, v_min=-1.0, v_max=1.0, sigma=0.75))
+    head = dist.HL_GAUSS.built(
+        DistributionalConfig(num_atoms=21, v_min=-1.0, v_max=1.0, hl_sigma=0.75)
+    )
     out = head.apply(jnp.ones((1, 4)), A, _dense_stub)
     centres, sigma = np.asarray(out.atoms), float(out.sigma)
     np.testing.assert_allclose(centres[[0, -1]], [-1 + 1 / 21, 1 - 1 / 21], rtol=1e-5)
@@ -171,7 +173,9 @@ def test_hl_gauss_target_is_the_gaussian_mass_of_each_bin():
 
 
 def test_hl_gauss_loss_is_the_cross_entropy_to_that_target():
-    head = dist.HL_GAUSS.built(HeadArgs(num_atoms=9, v_min=-2.0, v_max=2.0, sigma=0.75))
+    head = dist.HL_GAUSS.built(
+        DistributionalConfig(num_atoms=9, v_min=-2.0, v_max=2.0, hl_sigma=0.75)
+    )
     atoms = head.apply(jnp.ones((1, 4)), A, _dense_stub).atoms
     logits_tm1, logits_t, _, a_tm1, r_t, discount = _batch(jax.random.key(2), 9)
     out = lambda x: dist.Categorical(x, atoms, jnp.float32(0.75 * 0.5))  # noqa: E731
@@ -195,7 +199,7 @@ def _dense_stub(n, init=None):
 @pytest.mark.parametrize("head", ["c51", "qr-dqn", "hl-gauss"])
 def test_heads_give_the_mean_as_q_values_and_their_dueling_form_centres_advantages(head):
     net = QNetwork(num_actions=A, hidden_sizes=(8,), head=head,
-                   head_args=HeadArgs(num_atoms=7, num_quantiles=5))  # fmt: skip
+                   head_settings=DistributionalConfig(num_atoms=7, num_quantiles=5))  # fmt: skip
     obs = jax.random.normal(jax.random.key(3), (2, 4))
     params = net.init(jax.random.key(4), obs)
     out = net.apply(params, obs)
@@ -241,15 +245,27 @@ def tiny_spec():
 @pytest.mark.parametrize(
     ("field", "value", "match"),
     [
-        ("num_atoms", 1, r"NetworkConfig.num_atoms=1.*an int >= 2"),
-        ("v_max", -20.0, r"NetworkConfig.v_max=-20.0.*above v_min"),
-        ("num_quantiles", 0, r"NetworkConfig.num_quantiles=0.*an int >= 1"),
-        ("hl_sigma", 0.0, r"NetworkConfig.hl_sigma=0.0.*> 0"),
+        ("num_atoms", 1, r"DistributionalConfig.num_atoms=1.*an int >= 2"),
+        ("v_max", -20.0, r"DistributionalConfig.v_max=-20.0.*above v_min"),
+        ("num_quantiles", 0, r"DistributionalConfig.num_quantiles=0.*an int >= 1"),
+        ("hl_sigma", 0.0, r"DistributionalConfig.hl_sigma=0.0.*> 0"),
     ],
 )
 def test_bad_head_settings_name_the_field(field, value, match):
     with pytest.raises(ValueError, match=match):
-        NetworkConfig(head="c51", **{field: value})
+        TrainConfig(algo={"distributional": {field: value}})
+
+
+def test_the_heads_settings_are_their_section_and_old_configs_migrate():
+    cfg = TrainConfig(network=NetworkConfig(head="c51"), algo={"distributional": {"num_atoms": 7}})
+    net = QNetwork.from_config(cfg.network, tiny_spec(), cfg.algo)
+    assert net.head_settings == DistributionalConfig(num_atoms=7)
+    assert net.value_head.apply(jnp.ones((1, 4)), A, _dense_stub).atoms.shape == (7,)
+    assert "num_atoms" not in {f.name for f in dataclasses.fields(NetworkConfig)}
+    old = {"network": {"head": "c51", "num_atoms": 11, "v_min": -1.0, "iqn_samples": [2, 3, 4]}}
+    moved = options.from_dict(old)
+    assert moved.algo.distributional == DistributionalConfig(num_atoms=11, v_min=-1.0)
+    assert moved.algo.iqn.samples == (2, 3, 4) and moved.network.head == "c51"
 
 
 def test_dueling_is_refused_only_for_heads_without_a_dueling_form():
@@ -262,8 +278,9 @@ def test_dueling_is_refused_only_for_heads_without_a_dueling_form():
 def _distributional(head: str, steps: int = 8_080, **network):
     cfg = tiny_config(total_env_steps=steps, num_chunks=1, eval_episodes=2)
     return cfg.replace(
-        network=dataclasses.replace(cfg.network, head=head, v_min=-2.0, v_max=3.0, **network),
+        network=dataclasses.replace(cfg.network, head=head),
         dqn=dataclasses.replace(cfg.dqn, loss=head),
+        algo={"distributional": {"v_min": -2.0, "v_max": 3.0, **network}},
     )
 
 

@@ -17,6 +17,7 @@ from jaxrl_fast.agent import iqn, make_agent
 from jaxrl_fast.agent.losses import LossInput
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import DQNConfig, NetworkConfig
+from jaxrl_fast.config.sections import AlgoConfig
 from jaxrl_fast.envs import make_probe_env
 from jaxrl_fast.types import Batch
 
@@ -68,14 +69,15 @@ def test_cosine_embedding_and_midpoints():
     np.testing.assert_allclose(iqn.quantile_levels(None, 2, 4), [[0.125, 0.375, 0.625, 0.875]] * 2)
 
 
-def _net(**changes):
-    cfg = NetworkConfig(hidden_sizes=(16,), head="iqn", iqn_samples=(6, 4, 3), **changes)
-    return QNetwork.from_config(cfg, make_probe_env("probe-chain", 1).spec)
+def _net(embedding=64, **changes):
+    cfg = NetworkConfig(hidden_sizes=(16,), head="iqn", **changes)
+    algo = AlgoConfig({"iqn": {"samples": (6, 4, 3), "embedding": embedding}})
+    return QNetwork.from_config(cfg, make_probe_env("probe-chain", 1).spec, algo)
 
 
 @pytest.mark.parametrize("dueling", [False, True])
 def test_each_pass_samples_its_own_count_and_evaluation_uses_midpoints(dueling):
-    net = _net(dueling=dueling, iqn_embedding=8)
+    net = _net(dueling=dueling, embedding=8)
     assert net.rng_streams == ("taus",)
     obs = jnp.eye(2)[jnp.array([0, 1, 1])]
     params = net.init(jax.random.key(0), obs)
@@ -114,7 +116,8 @@ def test_the_agent_samples_when_acting_and_updating():
 @pytest.mark.learning
 def test_iqn_learns_probe_chain_q_star():
     cfg = tiny_config(total_env_steps=8_080, num_chunks=1, eval_episodes=2)
-    net = dataclasses.replace(cfg.network, head="iqn", iqn_samples=(32, 32, 32), iqn_embedding=32)
-    cfg = cfg.replace(network=net, dqn=dataclasses.replace(cfg.dqn, loss="iqn"))
+    net = dataclasses.replace(cfg.network, head="iqn")
+    cfg = cfg.replace(network=net, dqn=dataclasses.replace(cfg.dqn, loss="iqn"),
+                      algo={"iqn": {"samples": (32, 32, 32), "embedding": 32}})  # fmt: skip
     result = train(cfg, progress=False)
     assert_learned_probe_chain(result, cfg)  # the mean over K midpoints: Q*

@@ -214,8 +214,9 @@ def _assert_learned_probe_masked(result, cfg):
 def test_probe_masked_learns_q_star_over_legal_actions(variant, tmp_path):
     cfg = _probe_masked()
     if variant == "c51":
-        network = dataclasses.replace(cfg.network, head="c51", v_min=-1.0, v_max=2.0)
-        cfg = cfg.replace(network=network, dqn=dataclasses.replace(cfg.dqn, loss="c51"))
+        network = dataclasses.replace(cfg.network, head="c51")
+        cfg = cfg.replace(network=network, dqn=dataclasses.replace(cfg.dqn, loss="c51"),
+                          algo={"distributional": {"v_min": -1.0, "v_max": 2.0}})  # fmt: skip
     if variant == "pqn":  # as tests/loop/test_rollout.py's probe-chain run (lambda 0)
         cfg = cfg.replace(
             learner="rollout", learning_starts=0, train_frequency=16, updates_per_block=4,

@@ -21,6 +21,7 @@ from jaxrl_fast.agent.noisy import NoisyDense, scaled_noise
 from jaxrl_fast.agent.schedules import budget_warnings
 from jaxrl_fast.agent.sequence_loss import SequenceSpec
 from jaxrl_fast.config import DQNConfig, NetworkConfig, ScheduleConfig
+from jaxrl_fast.config.sections import AlgoConfig
 from jaxrl_fast.envs import make_probe_env
 from jaxrl_fast.types import Batch
 
@@ -89,8 +90,8 @@ def test_noise_has_the_factorised_statistics():
 
 def _noisy_agent(sigma0=2.0):
     spec = make_probe_env("probe-chain", 1).spec
-    net = QNetwork.from_config(NetworkConfig(hidden_sizes=(16,), dense="noisy",
-                                             noisy_sigma0=sigma0), spec)  # fmt: skip
+    net = QNetwork.from_config(NetworkConfig(hidden_sizes=(16,), dense="noisy"), spec,
+                               AlgoConfig({"noisy": {"sigma0": sigma0}}))  # fmt: skip
     return make_agent(DQNConfig(learning_rate=1e-2), net, 2), net
 
 
@@ -142,8 +143,8 @@ def test_recurrent_noisy_is_refused_and_epsilon_on_top_is_warned():
 
 def _noisy_config(steps, sigma0, **changes):
     cfg = tiny_config(total_env_steps=steps, num_chunks=1, eval_episodes=2)
-    net = dataclasses.replace(cfg.network, dense="noisy", noisy_sigma0=sigma0)
-    return cfg.replace(network=net, **changes)
+    net = dataclasses.replace(cfg.network, dense="noisy")
+    return cfg.replace(network=net, algo={"noisy": {"sigma0": sigma0}}, **changes)
 
 
 @pytest.mark.slow

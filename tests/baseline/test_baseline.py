@@ -18,6 +18,7 @@ from jaxrl_fast.config import (
     TrainConfig,
 )
 from jaxrl_fast.envs import make_env, optimal_q
+from jaxrl_fast.platform.timing import Timed
 
 
 def _chain_config(**changes) -> TrainConfig:
@@ -145,7 +146,8 @@ def test_train_unfused_max_env_steps_rounds_down_to_whole_blocks():
     result = train_unfused(cfg, max_env_steps=431, on_collect=lambda *a: calls.append(a))
     assert result.env_steps == 424  # 400 prefill + 3 blocks of 8
     assert int(result.agent.grad_steps) == 3
-    assert result.env_steps_per_s > 0
+    assert result.env_steps_per_s == pytest.approx(424 / result.run_time_s)  # one lane
+    assert isinstance(result, Timed) and result.timings()["env_steps_run"] == 424
     assert np.isfinite(result.final_return)
     # the public timing hook: one call per collect step, in order, on the run's clock
     index, started, episodes = map(list, zip(*calls, strict=True))

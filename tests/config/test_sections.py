@@ -16,7 +16,8 @@ from jaxrl_fast.config.fields import knob
 def test_no_test_or_guide_module_registers_into_the_test_process():
     """The toy algorithm (tests/loop/toy_algorithm.py) and the guide's (docs/own-algorithm.md)
     register only in their own processes: here, only the library's sections exist."""
-    assert set(sections.section_names()) == {"munchausen", "rollout"}
+    library = {"distributional", "iqn", "munchausen", "noisy", "rollout"}
+    assert set(sections.section_names()) == library
 
 
 def test_the_library_section_reads_its_defaults_and_takes_dicts():

@@ -189,8 +189,8 @@ SCRIPT = textwrap.dedent(
         "sync_before_end": cfg.replace(parallel={"data": 2, "sync": f"every:{updates - 1}"}),
         # a head and layers that draw their own randomness (IQN's levels, noisy weights)
         "iqn_noisy": cfg.replace(parallel={"data": 2}, dqn={"loss": "iqn"},
-                                 network={"head": "iqn", "dense": "noisy",
-                                          "iqn_samples": (8, 8, 8), "iqn_embedding": 16}),
+                                 network={"head": "iqn", "dense": "noisy"},
+                                 algo={"iqn": {"samples": (8, 8, 8), "embedding": 16}}),
         # the rollout learner (PQN): each replica learns from its own rollouts
         "pqn": cfg.replace(parallel={"data": 2}, learner="rollout", learning_starts=0,
                            train_frequency=16, updates_per_block=4, total_env_steps=800,

@@ -60,7 +60,8 @@ def test_the_family_presets_are_registered_with_their_sources_settings():
     assert set(dqn_family.PRESETS) <= set(presets.names())
     rb = presets.get("rainbow-minatar")
     assert (rb.network.head, rb.network.dueling, rb.network.dense) == ("c51", True, "noisy")
-    assert (rb.network.v_min, rb.network.v_max, rb.replay.n_step) == (-100.0, 100.0, 3)
+    support = (rb.algo.distributional.v_min, rb.algo.distributional.v_max)
+    assert (*support, rb.algo.distributional.num_atoms, rb.replay.n_step) == (-100.0, 100.0, 51, 3)
     assert (rb.dqn.learning_rate, rb.dqn.adam_eps, rb.replay.batch_size) == (1e-4, 3.125e-4, 32)
     assert rb.env.name == "Breakout-MinAtar" and rb.schedule.epsilon_start == 0.0
     # one update per 4 env steps, a target copy every 1,008
@@ -73,7 +74,7 @@ def test_the_family_presets_are_registered_with_their_sources_settings():
 @pytest.mark.slow
 def test_full_rainbow_resumes_bitwise(tmp_path):
     cfg = dqn_family.apply("full-rainbow", tiny_config())
-    cfg = cfg.replace(network=dataclasses.replace(cfg.network, v_min=-2.0, v_max=3.0))
+    cfg = cfg.replace(algo={"distributional": {"v_min": -2.0, "v_max": 3.0}})
     full = train(cfg, progress=False, run_dir=tmp_path / "full", checkpoint_every=200)
     with pytest.raises(StopRun):
         train(cfg, progress=False, run_dir=tmp_path / "cut", checkpoint_every=200,
@@ -92,7 +93,8 @@ def test_the_family_composes_with_precision_l3_and_a_sweep():
     trains with finite losses, the L3 tier is read, and the two kappas end apart."""
     cfg = dqn_family.apply("qr-dqn", tiny_config(num_chunks=2))
     cfg = cfg.replace(
-        network=dataclasses.replace(cfg.network, dense="noisy", num_quantiles=16),
+        network=dataclasses.replace(cfg.network, dense="noisy"),
+        algo={"distributional": {"num_quantiles": 16}},
         replay={"n_step": 3, "prioritised": True, "capacity": 64, "l3": "host",
                 "l3_capacity": 400, "l3_share": 0.5},
         precision={"compute": "bf16"},

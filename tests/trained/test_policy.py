@@ -19,6 +19,7 @@ from conftest import child_env, tiny_config
 from jaxrl_fast import train
 from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.config import NetworkConfig
+from jaxrl_fast.config.sections import AlgoConfig
 from jaxrl_fast.envs import make_env
 from jaxrl_fast.loop import make_train
 from jaxrl_fast.trained.policy import Policy, from_params
@@ -177,8 +178,8 @@ def _rewrite(path, out, change_header=None, change_arrays=None):
 
 
 def test_newer_versions_and_misfit_arrays_are_refused(saved, tmp_path):
-    newer = _rewrite(saved, tmp_path / "v2.npz", lambda h: h.update(version=2))
-    with pytest.raises(ValueError, match="version 2; this jaxrl_fast reads versions up to 1"):
+    newer = _rewrite(saved, tmp_path / "v3.npz", lambda h: h.update(version=3))
+    with pytest.raises(ValueError, match="version 3; this jaxrl_fast reads versions up to 2"):
         Policy.load(newer)
 
     def wider(h):
@@ -193,6 +194,37 @@ def test_newer_versions_and_misfit_arrays_are_refused(saved, tmp_path):
 
     with pytest.raises(ValueError, match="not the ones its header lists"):
         Policy.load(_rewrite(saved, tmp_path / "extra.npz", change_arrays=extra))
+
+
+def test_a_heads_section_travels_with_the_policy_and_version_1_files_still_load(tmp_path):
+    spec = make_env("CartPole-v1", 1).spec
+    network = NetworkConfig(kind="mlp", hidden_sizes=(8,), head="c51", dense="noisy")
+    algo = AlgoConfig({"distributional": {"num_atoms": 7, "v_max": 3.0}, "noisy": {"sigma0": 2}})
+    net = QNetwork.from_config(network, spec, algo)
+    params = net.init(jax.random.key(3), jnp.zeros((1, 4)))
+    obs = jax.random.normal(jax.random.key(4), (5, 4))
+    want = np.asarray(net.value_head.q_values(net.apply(params, obs)))
+    from_params(params, network, spec, algo=algo).save(tmp_path / "c51.npz")
+    loaded = Policy.load(tmp_path / "c51.npz")
+    assert loaded.algo.distributional == algo.distributional and loaded.algo.noisy.sigma0 == 2
+    np.testing.assert_allclose(np.asarray(loaded.q_values(obs)), want, rtol=1e-6)
+
+    def version_1(h):  # as written before the head's settings moved to their section
+        h["network"].update(num_atoms=7, v_min=-10.0, v_max=3.0, num_quantiles=200)
+        h["network"].update(hl_sigma=0.75, iqn_samples=[64, 64, 32], noisy_sigma0=2.0)
+        h.update(version=1)
+        del h["sections"]
+
+    old = Policy.load(_rewrite(tmp_path / "c51.npz", tmp_path / "v1.npz", version_1))
+    assert old.algo.distributional == algo.distributional and old.algo.noisy.sigma0 == 2.0
+    np.testing.assert_allclose(np.asarray(old.q_values(obs)), want, rtol=1e-6)
+    bad = _rewrite(tmp_path / "c51.npz", tmp_path / "bad.npz",
+                   lambda h: h["sections"]["distributional"].update(num_atoms=1))  # fmt: skip
+    with pytest.raises(ValueError, match=r"bad.npz: its network settings.*num_atoms=1"):
+        Policy.load(bad)
+    with pytest.raises(ValueError, match="do not fit the network"):  # the defaults' 51 atoms
+        Policy.load(_rewrite(tmp_path / "c51.npz", tmp_path / "no.npz",
+                             lambda h: h.update(sections={})))  # fmt: skip
 
 
 def test_a_recurrent_policy_carries_its_state(tmp_path):
