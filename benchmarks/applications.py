@@ -294,7 +294,7 @@ def run_compress(seeds: int, quick: bool) -> dict:
         cfg = quick_config(cfg)
     result = train(cfg, progress=False)
     spec = make_env(cfg.env.name).spec
-    teacher = QNetwork.from_config(cfg.network, spec)
+    teacher = QNetwork.from_config(cfg.network, spec, cfg.algo)
     student = QNetwork.from_config(NetworkConfig(kind="mlp", hidden_sizes=STUDENT), spec)
     rows, name = [], cfg.env.name
     for s in range(seeds):

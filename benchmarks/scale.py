@@ -149,7 +149,7 @@ def _nature_cnn_bytes() -> dict:
 
     cfg = presets.get("atari-pong")
     spec = EnvSpec("Pong-v5", (84, 84, 4), np.uint8, 6, cfg.env.num_envs, 27_000)
-    net = QNetwork.from_config(cfg.network, spec)
+    net = QNetwork.from_config(cfg.network, spec, cfg.algo)
     obs = jax.ShapeDtypeStruct((1, 84, 84, 4), jnp.uint8)
     params = jax.eval_shape(net.init, jax.random.key(0), obs)
     return {

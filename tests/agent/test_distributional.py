@@ -275,12 +275,12 @@ def test_dueling_is_refused_only_for_heads_without_a_dueling_form():
 
 
 # ---- in the fused loop ------------------------------------------------------------------------
-def _distributional(head: str, steps: int = 8_080, **network):
+def _distributional(head: str, steps: int = 8_080, dueling: bool = False, **support):
     cfg = tiny_config(total_env_steps=steps, num_chunks=1, eval_episodes=2)
     return cfg.replace(
-        network=dataclasses.replace(cfg.network, head=head),
+        network=dataclasses.replace(cfg.network, head=head, dueling=dueling),
         dqn=dataclasses.replace(cfg.dqn, loss=head),
-        algo={"distributional": {"v_min": -2.0, "v_max": 3.0, **network}},
+        algo={"distributional": {"v_min": -2.0, "v_max": 3.0, **support}},
     )
 
 

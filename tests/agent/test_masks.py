@@ -193,7 +193,7 @@ def _assert_learned_probe_masked(result, cfg):
     from jaxrl_fast.agent.network import QNetwork
 
     spec = make_env("probe-masked", 1).spec
-    net = QNetwork.from_config(cfg.network, spec)
+    net = QNetwork.from_config(cfg.network, spec, cfg.algo)
     expected = optimal_q("probe-masked", cfg.dqn.gamma)
     obs = np.asarray([[1, 0, 1, 1, 1], [0, 1, 1, 0, 1]], np.float32)
     for s in range(cfg.num_seeds):

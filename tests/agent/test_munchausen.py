@@ -142,7 +142,7 @@ def test_m_dqn_learns_its_fixed_point_on_probe_chain():
     want = _fixed_point(cfg.dqn.gamma, m.alpha, m.tau, m.l0)
     # the action gap widened by the bonus: Q(1, 0) = alpha * l0 = -0.9, not Q*'s 0
     assert want[1, 0] == pytest.approx(-0.9, abs=1e-3) and want[1, 1] == pytest.approx(1.0)
-    net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec)
+    net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec, cfg.algo)
     for s in range(cfg.num_seeds):
         params = jax.tree.map(lambda x, s=s: x[s], result.runner.seeds.agent.params)
         q = np.asarray(net.apply(params, np.eye(2, dtype=np.float32)))

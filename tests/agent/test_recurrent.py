@@ -246,7 +246,7 @@ def test_recurrent_agent_learns_probe_chain_optimal_q():
 
     cfg = _recurrent_tiny(burn_in=1).replace(total_env_steps=2484, num_chunks=4, eval_episodes=2)
     result = train(cfg, progress=False)
-    net = QNetwork.from_config(cfg.network, fns_spec())
+    net = QNetwork.from_config(cfg.network, fns_spec(), cfg.algo)
     for s in range(cfg.num_seeds):
         params = jax.tree.map(lambda x, s=s: x[s], result.runner.seeds.agent.params)
         obs = jnp.eye(2, dtype=jnp.float32)

@@ -50,7 +50,7 @@ def test_train_unfused_learns_probe_chain_optimal_q():
     assert len(returns) > 0.9 * cfg.total_env_steps / 3  # 2 steps + 1 reset step per episode
     assert set(np.unique(returns)) <= {0.0, 1.0}
 
-    network = QNetwork.from_config(cfg.network, make_env("probe-chain", 1).spec)
+    network = QNetwork.from_config(cfg.network, make_env("probe-chain", 1).spec, cfg.algo)
     q = np.asarray(network.apply(result.params, np.eye(2, dtype=np.float32)))
     expected = optimal_q("probe-chain", 0.9)
     for state, values in expected.items():

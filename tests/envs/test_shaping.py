@@ -93,7 +93,7 @@ def test_loop_learns_shaped_q_and_reports_env_returns(monkeypatch):
         eval_episodes=2,
     )
     result = train(cfg, progress=False)
-    net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec)
+    net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec, cfg.algo)
     for s in range(cfg.num_seeds):
         params = jax.tree.map(lambda x, s=s: x[s], result.runner.seeds.agent.params)
         q = np.asarray(net.apply(params, np.eye(2, dtype=np.float32)))

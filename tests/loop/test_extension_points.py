@@ -59,7 +59,7 @@ def test_toy_head_loss_and_extension_in_a_training_run(toy_parts):
         np.testing.assert_allclose(rec["loss"], rec["abs_td"], rtol=1e-5)
     # the agent learned Q* of the doubled reward (1.8, 1.8; 0, 2: the env's own are 0.9 and 1,
     # L1's constant-size steps leave it within 0.1); the env's own returns are not doubled
-    net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec)
+    net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec, cfg.algo)
     expected = 2.0 * np.asarray([optimal_q("probe-chain", 0.9)[s] for s in (0, 1)])
     for s in range(cfg.num_seeds):
         q = net.apply(jax.tree.map(lambda x, s=s: x[s], result.runner.seeds.agent.params),

@@ -71,7 +71,7 @@ def test_minibatches_use_every_row_once_per_epoch():
 
 def _agent_and_schedules(cfg):
     spec = make_probe_env("probe-chain", 3).spec
-    net = QNetwork.from_config(cfg.network, spec)
+    net = QNetwork.from_config(cfg.network, spec, cfg.algo)
     agent = make_agent(cfg.dqn, net, spec.num_actions, hparams=hparams_of(cfg))
     return agent, make_schedules(cfg, kinds_of(hparams_of(cfg)))
 

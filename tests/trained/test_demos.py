@@ -180,7 +180,7 @@ def test_the_loop_learns_the_demonstrators_actions():
     )
     obs = jnp.asarray(demos.scripted_steps(cfg).obs.reshape(-1, 4))
     want = jax.vmap(cartpole_balance)(obs)
-    net = QNetwork.from_config(cfg.network, demos.env_of(cfg).spec)
+    net = QNetwork.from_config(cfg.network, demos.env_of(cfg).spec, cfg.algo)
 
     def agreement(result):
         out = []
