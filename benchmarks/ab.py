@@ -12,8 +12,12 @@ any commit since the Atari work runs them):
 
 - `cartpole-1`, `cartpole-8`: `cartpole-cleanrl` with 1 and 8 seeds (`benchmarks/speedup.py`'s
   fused rows, shorter), one XLA device per core as there.
-- `rainbow-2`: `rainbow-minatar` (C51 with its dueling form, noisy layers, 3-step PER) with 2
-  seeds, no final evaluation: the DQN family's heads and layers.
+- `rainbow-2`: full Rainbow (C51 with its dueling form, noisy layers, double Q, 3-step PER) on
+  the `minatar-breakout` preset with 2 seeds, 1,008 prefill steps and no final evaluation: the
+  DQN family's heads and layers (`dqn_family.apply`; trees before it moved to `presets/` read
+  `jaxrl_fast.dqn_family`). It first ran the `rainbow-minatar` preset as it stood before issue
+  51 made that preset Revisiting Rainbow's (full Rainbow with lr 1e-4, batch 32 and 4 updates per
+  16 env steps): `experiments/ab-quick-issue50-heads.md` is that case.
 - `pong-1`, `pong-4`: `atari-pong` shrunk as in `benchmarks/atari.py` (4,096 prefill steps,
   then the training steps), 1 seed and 4 seeds over one pool; skipped without envpool.
 
@@ -50,8 +54,13 @@ if case.startswith("cartpole"):
     # chunks run (trees since 286a5ef), and share their cores.
     cfg = cfg.replace(total_env_steps=cfg.learning_starts + steps, eval_episodes=0)
 elif case.startswith("rainbow"):
-    cfg = presets.get("rainbow-minatar")
-    cfg = cfg.replace(total_env_steps=cfg.learning_starts + steps, eval_episodes=0, num_chunks=4)
+    try:
+        from jaxrl_fast.presets import dqn_family
+    except ImportError:
+        from jaxrl_fast import dqn_family
+    cfg = dqn_family.apply("full-rainbow", presets.get("minatar-breakout"))
+    cfg = cfg.replace(learning_starts=1_008, eval_episodes=0, num_chunks=4)
+    cfg = cfg.replace(total_env_steps=cfg.learning_starts + steps)
 else:
     cfg = presets.get("atari-pong").replace(learning_starts=4096)
     cfg = cfg.replace(total_env_steps=4096 + steps, eval_episodes=1, num_chunks=None)

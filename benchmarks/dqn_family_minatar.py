@@ -8,7 +8,8 @@ Writes `benchmarks/results/dqn_family/minatar.{json,md}` (`--out`). Each algorit
 `jaxrl_fast.presets.dqn_family` change to the `minatar-breakout` preset (DQN's MinAtar settings: 16 envs,
 a 3x3 conv of 16 channels and a dense layer of 128, 100k replay, 2 updates per 16 env steps,
 lr 2.5e-4 decayed to 0), with the game swapped in; `rainbow-minatar` is that preset ("Revisiting
-Rainbow"'s MinAtar settings within this loop). Every program runs `--seeds` seeds vmapped, for
+Rainbow"'s MinAtar Rainbow field by field, `dqn_family.RAINBOW_MINATAR_DIFFERS`; its epsilon
+decays over 250k env steps whatever the budget: `ScheduleConfig.horizon`). Every program runs `--seeds` seeds vmapped, for
 `--steps` env steps per seed (the preset's 154k shortened to what this CPU allows in one
 session: `learning_starts` stays 10,000, epsilon decays over the first 20%).
 

@@ -12,8 +12,10 @@ matmul forward and two backward, as a plain layer, where `x @ mu_W + ((x * f(e_i
 * f(e_out)` costs two and four (measured: noisy nets ran at 0.48x of DQN's env-steps/s on
 MinAtar that way, benchmarks/results/dqn_family/minatar.md). `sigma`
 starts at `sigma0 / sqrt(fan_in)` (this module's config section `TrainConfig.algo.noisy`,
-`NoisyConfig.sigma0`, 0.5 as the paper; `--algo.noisy.sigma0` on the command line); `mu_W` uses
-the initialiser the torso or head asks for (so output layers start near zero), the biases zero.
+`NoisyConfig.sigma0`, 0.5 as the paper; `--algo.noisy.sigma0` on the command line). `mu_W` and
+`mu_b` start uniform in `[-1/sqrt(fan_in), 1/sqrt(fan_in)]` (`mu_init="uniform"`: the paper's
+Section 3.2, as Dopamine), or `mu_W` with the initialiser the torso or head asks for and the
+biases zero (`mu_init="layer"`: output layers then start near zero).
 
 The noise comes from the flax random stream "noise": the agent passes it a key per act (from the
 acting key) and per update (online, target and selection passes each their own, from
@@ -40,6 +42,7 @@ from jaxrl_fast.types import Array
 __all__ = ["NOISY", "NoisyConfig", "NoisyDense", "scaled_noise"]
 
 STREAM = "noise"
+MU_INITS = ("uniform", "layer")
 
 
 @config_class
@@ -50,12 +53,17 @@ class NoisyConfig:
     Attributes:
       sigma0: the initial noise scale, sigma = sigma0 / sqrt(fan-in) (> 0; 0.5 as Fortunato
         et al. 2018 for factorised noise).
+      mu_init: how the mean weights start: "uniform" (U[-1/sqrt(fan-in), 1/sqrt(fan-in)] for
+        weights and biases, the paper's and Dopamine's) or "layer" (the initialiser the torso
+        or head gives a plain layer, biases zero).
     """
 
     sigma0: float = knob(0.5)
+    mu_init: str = knob("uniform")
 
     def __post_init__(self) -> None:
         require(self, "sigma0", is_num(self.sigma0) and self.sigma0 > 0, "a float > 0")
+        require(self, "mu_init", self.mu_init in MU_INITS, f"one of {MU_INITS}")
 
 
 register_section("noisy", NoisyConfig)
@@ -73,6 +81,7 @@ class NoisyDense(nn.Module):
     features: int
     kernel_init: Callable = nn.initializers.lecun_normal()
     sigma0: float = 0.5
+    mu_init: str = "uniform"
     dtype: Any = jnp.float32
     param_dtype: Any = jnp.float32
     precision: Any = None
@@ -82,8 +91,13 @@ class NoisyDense(nn.Module):
         fan_in = x.shape[-1]
         shape = (fan_in, self.features)
         sigma = nn.initializers.constant(self.sigma0 / math.sqrt(fan_in))
-        mu_w = self.param("kernel", self.kernel_init, shape, self.param_dtype)
-        mu_b = self.param("bias", nn.initializers.zeros, (self.features,), self.param_dtype)
+        if self.mu_init == "uniform":
+            bound = 1.0 / math.sqrt(fan_in)
+            w_init = b_init = _uniform(bound)
+        else:
+            w_init, b_init = self.kernel_init, nn.initializers.zeros
+        mu_w = self.param("kernel", w_init, shape, self.param_dtype)
+        mu_b = self.param("bias", b_init, (self.features,), self.param_dtype)
         sigma_w = self.param("sigma_kernel", sigma, shape, self.param_dtype)
         sigma_b = self.param("sigma_bias", sigma, (self.features,), self.param_dtype)
         w, b = mu_w, mu_b
@@ -96,9 +110,16 @@ class NoisyDense(nn.Module):
         return jnp.dot(x, w.astype(self.dtype), precision=self.precision) + b.astype(self.dtype)
 
 
+def _uniform(bound: float) -> Callable:
+    def init(key, shape, dtype=jnp.float32):
+        return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+    return init
+
+
 def _noisy(features, init, *, dtype, param_dtype, precision, settings):
-    sigma0 = (settings or NoisyConfig()).sigma0
-    return NoisyDense(features, init, sigma0, dtype, param_dtype, precision)
+    s = settings or NoisyConfig()
+    return NoisyDense(features, init, s.sigma0, s.mu_init, dtype, param_dtype, precision)
 
 
 NOISY = DenseKind("noisy", _noisy, streams=(STREAM,), explores=True, section="noisy")

@@ -92,6 +92,8 @@ def make_schedules(config: TrainConfig, kinds: Kinds | None = None) -> Schedules
     kinds = kinds or kinds_of(defaults)
     total_env = float(config.total_env_steps)
     total_updates = float(config.total_updates)
+    if config.schedule.horizon is not None:  # the fractions are of another budget
+        total_env, total_updates = schedule_horizon(config)
     num_envs = config.env.num_envs
     f32 = jnp.float32
 
@@ -148,6 +150,14 @@ def make_schedules(config: TrainConfig, kinds: Kinds | None = None) -> Schedules
     )
 
 
+def schedule_horizon(config: TrainConfig) -> tuple[float, float]:
+    """`(env steps, updates)` per seed that the schedules' fractions are of: the run's own, or
+    `ScheduleConfig.horizon` env steps and the updates the run's rate makes of them."""
+    total = float(config.total_env_steps)
+    horizon = float(config.schedule.horizon or config.total_env_steps)
+    return horizon, float(config.total_updates) * horizon / total
+
+
 # The prefill may take at most this share of the budget before `budget_warnings` speaks up.
 MAX_PREFILL_SHARE = 0.5
 
@@ -168,9 +178,10 @@ def budget_warnings(config: TrainConfig) -> list[str]:
     import math
 
     s, total, prefill = config.schedule, config.total_env_steps, config.learning_starts
+    horizon = s.horizon or total
     out = []
     if s.epsilon_schedule == "linear":
-        ends = s.epsilon_fraction * total
+        ends = s.epsilon_fraction * horizon
         what = f"ScheduleConfig.epsilon_fraction={s.epsilon_fraction:g}"
     elif s.epsilon_factor < 1 and s.epsilon_end > 0 and s.epsilon_start > s.epsilon_end:
         decays = math.ceil(math.log(s.epsilon_end / s.epsilon_start) / math.log(s.epsilon_factor))

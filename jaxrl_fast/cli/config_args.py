@@ -10,6 +10,7 @@ import tempfile
 
 from jaxrl_fast import presets
 from jaxrl_fast.config import TrainConfig, aliases
+from jaxrl_fast.presets import dqn_family
 
 FIELD_DEST = "field:"  # argparse dest prefix of the generated field options
 
@@ -27,14 +28,16 @@ def base_config(args: argparse.Namespace):
 
 
 def build_config(args: argparse.Namespace):
-    """The run's config: the preset (or the resumed run's), then --config FILE, then the short
-    options (--env, --seeds, --capacity, ...), then the field options (--dqn.learning-rate ...),
-    then --set FIELD=VALUE; later ones win."""
+    """The run's config: the preset (or the resumed run's), then --algo, then --config FILE,
+    then the short options (--env, --seeds, --capacity, ...), then the field options
+    (--dqn.learning-rate ...), then --set FIELD=VALUE; later ones win."""
     from jaxrl_fast.config import options
 
     if getattr(args, "l3", None) == "disk" and getattr(args, "spill_dir", None) is None:
         args.spill_dir = tempfile.gettempdir()  # where L3 files go by default
     config = base_config(args)
+    if getattr(args, "algo", None) is not None:
+        config = dqn_family.apply(args.algo, config)
     if args.config is not None:
         config = options.apply(config, options.load_file(args.config))
     # the short options (--env, --seeds, --capacity, --precision, ...): the fields' declared

@@ -28,6 +28,7 @@ from jaxrl_fast.cli.config_args import build_config
 from jaxrl_fast.cli.launch import add_launch_parser
 from jaxrl_fast.cli.parser import Parser, add_field_args, add_help_all, negative_values
 from jaxrl_fast.platform.paths import writable_dir
+from jaxrl_fast.presets import dqn_family
 
 
 def _int_or_text(text: str) -> int | str:
@@ -193,6 +194,12 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
         "--preset",
         help=f"one of {', '.join(presets.names())} (default {presets.DEFAULT}; with --resume, the "
         "resumed run's config)",
+    )
+    parser.add_argument(
+        "--algo",
+        metavar="NAME",
+        choices=list(dqn_family.ALGORITHMS),
+        help=f"put a DQN-family member on the preset: {', '.join(dqn_family.ALGORITHMS)}",
     )
     parser.add_argument(
         "--config",

@@ -76,13 +76,14 @@ def add_field_args(parser: argparse.ArgumentParser, full_help: bool = False) -> 
     by_part: dict[str, list] = {}
     for f in options.fields():
         by_part.setdefault(f.name.rsplit(".", 1)[0] if "." in f.name else "run", []).append(f)
-    for part, fields in by_part.items():
+    for i, (part, fields) in enumerate(by_part.items()):
         title = "TrainConfig" if part == "run" else f"TrainConfig.{part}"
+        hint = " (--help-all: what each one does)" if i == 0 else ""  # said once, at the top
         about = (
             "override the preset, --config and the short options above; defaults are the "
             "dataclass's (a preset may set others: --print-config shows the resolved run)"
             if full_help
-            else f"{', '.join(f.option for f in fields)} (--help-all: what each one does)"
+            else f"{', '.join(f.option for f in fields)}{hint}"
         )
         group = parser.add_argument_group(f"{title} fields", about)
         for f in fields:

@@ -266,3 +266,12 @@ class EnvConfig:
     def is_envpool(self) -> bool:
         """Whether this is an envpool env (one pool for all seeds, stepped outside the vmap)."""
         return isinstance(self.name, str) and self.name.startswith("envpool:")
+
+    @property
+    def return_scale(self) -> float:
+        """The magnitude the discounted returns stay within, for a categorical head's support
+        `[-return_scale, return_scale]` (`presets.dqn_family.apply`, `--algo`): 10 for Atari with
+        clipped rewards (Dopamine's `vmax`), else 100 (Revisiting Rainbow's MinAtar configs and
+        Dopamine's classic-control ones: rewards of about 1 a step at gamma 0.99). An env with
+        larger returns sets `algo.distributional.v_min` / `v_max` itself."""
+        return 10.0 if self.is_envpool and self.atari.reward_clip else 100.0

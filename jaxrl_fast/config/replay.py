@@ -30,7 +30,10 @@ class ReplayConfig:
         for `^` and `td_error` / `|td_error|` for `|td|` as you like; `PRIORITY_FORMULAS`);
         `priority_rule` gives the rule's name.
       alpha: priority exponent for "power".
-      beta: initial importance-sampling exponent, annealed linearly to 1 over the run.
+      beta: the importance-sampling exponent: its start, annealed linearly to 1 over the run
+        (`beta_anneal`, as Schaul et al. 2016), or its fixed value.
+      beta_anneal: anneal beta to 1 over the run (True, the PER paper's schedule), or keep it
+        fixed (False: Dopamine's Rainbow, whose weights `1 / sqrt(P)` are beta = 0.5 fixed).
       priority_eps: added to `|td|` by "power" so no sampled row drops to zero priority.
       l3: third tier: "off", "host" (host RAM) or "disk" (memory-mapped files in `spill_dir`).
       l3_capacity: rows per seed held by L3 (its FIFO horizon).
@@ -65,6 +68,7 @@ class ReplayConfig:
     priority: str = "power"
     alpha: float = knob(0.6, sweep=True, resume=True)
     beta: float = knob(0.4, sweep=True, resume=True)
+    beta_anneal: bool = True
     priority_eps: float = knob(1e-6, sweep=True, resume=True)
     l3: str = knob("off", alias="--l3")
     l3_capacity: int = knob(0, alias="--l3-capacity")
@@ -134,6 +138,7 @@ class ReplayConfig:
         )
         require(self, "alpha", is_num(self.alpha) and 0.0 <= self.alpha <= 1.0, "a float in [0, 1]")
         require(self, "beta", is_num(self.beta) and 0.0 <= self.beta <= 1.0, "a float in [0, 1]")
+        require(self, "beta_anneal", isinstance(self.beta_anneal, bool), "True or False")
         require(
             self,
             "priority_eps",

@@ -82,7 +82,8 @@ class ScheduleConfig:
         (the seed article's 1.0 x 0.995 every 1,000 steps down to 0.01).
       epsilon_start: epsilon at env step 0.
       epsilon_end: epsilon after the decay ("linear"), its floor ("factor").
-      epsilon_fraction: share of `total_env_steps` over which epsilon decays ("linear").
+      epsilon_fraction: share of `total_env_steps` (or `horizon`) over which epsilon decays
+        ("linear").
       epsilon_factor: the factor of each decay step ("factor").
       epsilon_every: env steps per seed between two decay steps ("factor").
       lr_schedule: "constant"; "linear" (decays to `lr_end_fraction` x the initial rate over
@@ -99,6 +100,11 @@ class ScheduleConfig:
         `MAX_GAMMA_PHASES` phases, increasing fractions in (0, 1), the last phase open. A
         transition's n-step return and bootstrap discount take the gamma of the env step at
         which L1 staging commits it (README, "Hyperparameters as data").
+      horizon: the env steps per seed that the schedules' fractions are of (epsilon's decay,
+        the learning rate's decay and periods, the gamma phases): None is `total_env_steps`; a
+        reference's budget makes a shorter run follow the reference's schedules for as long as
+        it trains (purejaxql's `TOTAL_TIMESTEPS_REAL`), e.g. epsilon over 250k of 10M env steps
+        while training 1M. Past the horizon every schedule holds its final value.
     """
 
     epsilon_schedule: str = knob(
@@ -122,6 +128,7 @@ class ScheduleConfig:
         sweep=Traced(("gamma_values", "gamma_until"), lambda v, s: gamma_phases(s["dqn"].gamma, v)),
         resume=True,
     )
+    horizon: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("epsilon_start", "epsilon_end"):
@@ -138,6 +145,13 @@ class ScheduleConfig:
             "a float in (0, 1]",
         )
         require(self, "lr_schedule", self.lr_schedule in LR_SCHEDULES, f"one of {LR_SCHEDULES}")
+        h = self.horizon
+        require(
+            self,
+            "horizon",
+            h is None or (is_int(h) and h >= 1),
+            "None (the run's total_env_steps) or an int >= 1 (env steps per seed)",
+        )
         require(
             self,
             "lr_end_fraction",

@@ -3,34 +3,37 @@
 `ALGORITHMS[name](base) -> TrainConfig` puts an algorithm's parts (value head, loss, exploration,
 replay) on `base`, keeping its env, torso, budget and schedules, so two algorithms on one base
 differ only in what defines them (`benchmarks/dqn_family.py` compares them so). Their settings
-are their source's:
+are their source's; C51, QR-DQN, IQN and Rainbow bootstrap from the target network's own greedy
+action (no double Q), as Dopamine's agents of those names:
 
 * `dqn`: `base` unchanged.
-* `c51` (Bellemare et al. 2017; Dopamine's C51): 51 atoms on [-10, 10], cross-entropy to the
-  projected target, Adam eps 3.125e-4 (0.01 / 32).
+* `c51` (Bellemare et al. 2017; Dopamine's C51): 51 atoms on [-v_max, v_max], cross-entropy to
+  the projected target, Adam eps 3.125e-4 (0.01 / 32).
 * `qr-dqn` (Dabney et al. 2018; Dopamine's QR-DQN): 200 quantiles, kappa 1, Adam eps 3.125e-4.
 * `iqn` (Dabney et al. 2018b; Dopamine's IQN): implicit quantiles with N = N' = 64, K = 32 and
   a 64-cosine embedding, kappa 1, Adam eps 3.125e-4.
 * `m-dqn` (Vieillard et al. 2020): the Munchausen target with alpha 0.9, tau 0.03, l0 -1 and the
   Huber loss.
-* `hl-gauss` (Farebrother et al. 2024): 51 bins on [-10, 10], sigma 0.75 bin widths.
-* `noisy`: factorised noisy layers (sigma0 0.5, Fortunato et al. 2018), epsilon 0.
+* `hl-gauss` (Farebrother et al. 2024): 51 bins on [-v_max, v_max], sigma 0.75 bin widths.
+* `noisy`: factorised noisy layers (Fortunato et al. 2018: sigma0 0.5, mean weights uniform in
+  +-1/sqrt(fan-in)), epsilon 0.
 * `rainbow` (Dopamine's Rainbow: the three components Hessel et al. found to matter most): C51,
-  3-step returns and prioritised replay (alpha 0.5, beta 0.5 fixed, as Dopamine).
+  3-step returns and prioritised replay as Dopamine's: priorities `sqrt(loss + 1e-10)` (alpha
+  0.5, eps 1e-10) and weights `1 / sqrt(P)` over their largest (beta 0.5, fixed).
 * `full-rainbow` (Hessel et al. 2018; Dopamine's full Rainbow): `rainbow` with noisy layers,
   the dueling form of the C51 head and double-Q selection, epsilon 0.
 
-The learning rate stays the base's: the base presets' rates are tuned for their budgets, which
-are far shorter than the papers' (200M Atari frames); the Atari presets below use Dopamine's.
+`v_max` is the return scale of the base's env (`EnvConfig.return_scale`, or
+`apply(name, base, v_max=)`): 10 for Atari's clipped rewards (Dopamine's), 100 for MinAtar's
+unclipped returns (Revisiting Rainbow's MinAtar configs, `vmax = 100.`) and classic control.
+The learning rate stays the base's: the base presets' rates are tuned
+for their budgets, which are far shorter than the papers' (200M Atari frames); the Atari presets
+below use Dopamine's.
 
 Presets (`presets.get`): `ALGORITHM-minatar` on Breakout-MinAtar (the `minatar-breakout` preset,
-154k env steps; change the game with `--env.name`), `ALGORITHM-atari-pong` on Pong (the
-`atari-pong` preset), and `rainbow-minatar`, the MinAtar settings of "Revisiting Rainbow"
-(Obando-Ceron & Castro 2021) within this loop: full Rainbow with 51 atoms on [-100, 100], 3-step
-returns, Adam lr 1e-4 and eps 3.125e-4, batch 32, 1,008 env steps of prefill (theirs 1,000),
-one update per 4 env steps, a target copy every 1,008 env steps (theirs 1,000), 100k replay,
-no epsilon; 16 envs where they step one, and this library's 154k-step budget where they train
-10M frames.
+154k env steps, support [-100, 100]; change the game with `--env.name`), `ALGORITHM-atari-pong`
+on Pong (the `atari-pong` preset), and `rainbow-minatar`, Revisiting Rainbow's MinAtar Rainbow
+field by field (`REFERENCES`; `RAINBOW_MINATAR_DIFFERS` lists what differs and why).
 """
 
 from __future__ import annotations
@@ -40,7 +43,35 @@ from typing import Callable
 
 from jaxrl_fast.config import TrainConfig
 
-__all__ = ["ALGORITHMS", "PRESETS", "apply"]
+__all__ = ["ALGORITHMS", "PRESETS", "RAINBOW_MINATAR_DIFFERS", "REFERENCES", "apply"]
+
+# Where each preset's settings come from: the paper and the config file (repository, path and
+# commit) its fields copy. tests/presets/test_dqn_family.py holds each preset against that file's
+# values.
+REFERENCES = {
+    "rainbow-minatar": "Obando-Ceron & Castro 2021, 'Revisiting Rainbow'; JohanSamir/"
+    "revisiting_rainbow revisiting_rainbow/Configs/rainbow_breakout.gin @ 521a3c2 (its four "
+    "MinAtar rainbow_*.gin differ only in the game), over Dopamine's JaxDQNAgent defaults",
+    "rainbow-atari-pong": "Hessel et al. 2018; google/dopamine "
+    "dopamine/jax/agents/rainbow/configs/rainbow.gin @ 9f616b9 (algorithm and optimiser)",
+    "full-rainbow-atari-pong": "Hessel et al. 2018; google/dopamine "
+    "dopamine/jax/agents/full_rainbow/configs/full_rainbow.gin @ 1ee6fab (algorithm and optimiser)",
+}
+
+# `rainbow-minatar`'s fields that are not Revisiting Rainbow's, each with why.
+RAINBOW_MINATAR_DIFFERS = {
+    "env.num_envs": "16 envs stepped at once where they step one: the update-to-data ratio is "
+    "kept (one update per 4 env steps), the speed is this loop's",
+    "learning_starts": "1,008 (theirs 1,000): a whole number of 16-env blocks",
+    "dqn.target_period": "1,008 env steps (theirs 1,000): a whole number of blocks",
+    "network": "conv 3x3 of 16 channels straight to the output, as theirs (hidden_layer = 0); "
+    "their conv kernel is (3, 3, 3) over the frame's channels as a third axis and their layers "
+    "Xavier-uniform, ours a 2-D conv over all channels and He-normal",
+    "schedule.epsilon_fraction": "epsilon 1 -> 0.01 over 250k env steps (Dopamine's "
+    "epsilon_decay_period: a 0.025 share of the 10M `schedule.horizon`, so a shortened run keeps "
+    "it); theirs starts decaying after the 1,000 prefill steps, ours at step 0",
+    "replay.sampler": "proportional draws; Dopamine's sum tree draws one per stratum",
+}
 
 
 def _net(cfg: TrainConfig, **changes) -> TrainConfig:
@@ -60,20 +91,20 @@ def _no_epsilon(cfg: TrainConfig) -> TrainConfig:
     return cfg.replace(schedule=schedule)
 
 
-def c51(cfg: TrainConfig) -> TrainConfig:
+def c51(cfg: TrainConfig, v_max: float = 10.0) -> TrainConfig:
     cfg = _net(cfg, head="c51")
-    cfg = _algo(cfg, "distributional", num_atoms=51, v_min=-10.0, v_max=10.0)
-    return _dqn(cfg, loss="c51", adam_eps=3.125e-4)
+    cfg = _algo(cfg, "distributional", num_atoms=51, v_min=-v_max, v_max=v_max)
+    return _dqn(cfg, loss="c51", adam_eps=3.125e-4, double_q=False)
 
 
 def qr_dqn(cfg: TrainConfig) -> TrainConfig:
     cfg = _algo(_net(cfg, head="qr-dqn"), "distributional", num_quantiles=200)
-    return _dqn(cfg, loss="qr-dqn", huber_delta=1.0, adam_eps=3.125e-4)
+    return _dqn(cfg, loss="qr-dqn", huber_delta=1.0, adam_eps=3.125e-4, double_q=False)
 
 
 def iqn(cfg: TrainConfig) -> TrainConfig:
     cfg = _algo(_net(cfg, head="iqn"), "iqn", samples=(64, 64, 32), embedding=64)
-    return _dqn(cfg, loss="iqn", huber_delta=1.0, adam_eps=3.125e-4)
+    return _dqn(cfg, loss="iqn", huber_delta=1.0, adam_eps=3.125e-4, double_q=False)
 
 
 def m_dqn(cfg: TrainConfig) -> TrainConfig:
@@ -81,28 +112,37 @@ def m_dqn(cfg: TrainConfig) -> TrainConfig:
     return _algo(cfg, "munchausen", alpha=0.9, tau=0.03, l0=-1.0)
 
 
-def hl_gauss(cfg: TrainConfig) -> TrainConfig:
+def hl_gauss(cfg: TrainConfig, v_max: float = 10.0) -> TrainConfig:
     cfg = _net(cfg, head="hl-gauss")
-    cfg = _algo(cfg, "distributional", num_atoms=51, v_min=-10.0, v_max=10.0, hl_sigma=0.75)
-    return _dqn(cfg, loss="hl-gauss")
+    support = dict(num_atoms=51, v_min=-v_max, v_max=v_max, hl_sigma=0.75)
+    return _dqn(_algo(cfg, "distributional", **support), loss="hl-gauss")
 
 
 def noisy(cfg: TrainConfig) -> TrainConfig:
-    return _no_epsilon(_algo(_net(cfg, dense="noisy"), "noisy", sigma0=0.5))
+    cfg = _algo(_net(cfg, dense="noisy"), "noisy", sigma0=0.5, mu_init="uniform")
+    return _no_epsilon(cfg)
 
 
-def rainbow(cfg: TrainConfig) -> TrainConfig:
-    cfg = c51(cfg)
-    replay = dataclasses.replace(cfg.replay, n_step=3, prioritised=True, alpha=0.5, beta=0.5)
+def rainbow(cfg: TrainConfig, v_max: float = 10.0) -> TrainConfig:
+    cfg = c51(cfg, v_max)
+    replay = dataclasses.replace(
+        cfg.replay,
+        n_step=3,
+        prioritised=True,
+        alpha=0.5,
+        priority_eps=1e-10,
+        beta=0.5,
+        beta_anneal=False,
+    )
     return cfg.replace(replay=replay)
 
 
-def full_rainbow(cfg: TrainConfig) -> TrainConfig:
-    cfg = _dqn(rainbow(cfg), double_q=True)
+def full_rainbow(cfg: TrainConfig, v_max: float = 10.0) -> TrainConfig:
+    cfg = _dqn(rainbow(cfg, v_max), double_q=True)
     return noisy(_net(cfg, dueling=True))
 
 
-ALGORITHMS: dict[str, Callable[[TrainConfig], TrainConfig]] = {
+ALGORITHMS: dict[str, Callable[..., TrainConfig]] = {
     "dqn": lambda cfg: cfg,
     "c51": c51,
     "qr-dqn": qr_dqn,
@@ -115,26 +155,50 @@ ALGORITHMS: dict[str, Callable[[TrainConfig], TrainConfig]] = {
 }
 
 
-def apply(name: str, base: TrainConfig) -> TrainConfig:
-    """`base` with algorithm `name`'s parts (module docstring).
+_SUPPORTED = ("c51", "hl-gauss", "rainbow", "full-rainbow")  # the heads with a fixed support
+
+
+def apply(name: str, base: TrainConfig, v_max: float | None = None) -> TrainConfig:
+    """`base` with algorithm `name`'s parts (module docstring); a categorical head's support is
+    `[-v_max, v_max]` (None: `base.env.return_scale`, the return scale of its env).
 
     Raises:
       ValueError: an unknown name, listing the known ones.
     """
     if name not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {name!r}; expected one of {', '.join(ALGORITHMS)}")
+    if name in _SUPPORTED:
+        return ALGORITHMS[name](base, base.env.return_scale if v_max is None else v_max)
     return ALGORITHMS[name](base)
 
 
 def _rainbow_minatar(base: TrainConfig) -> TrainConfig:
-    cfg = _algo(full_rainbow(base), "distributional", v_min=-100.0, v_max=100.0)
-    cfg = _dqn(cfg, learning_rate=1e-4, adam_eps=3.125e-4, target_period=1_008)
+    """Revisiting Rainbow's MinAtar Rainbow (`REFERENCES`): C51 (51 atoms on [-100, 100]),
+    3-step returns, Dopamine's PER; no noisy layers, no dueling, no double Q; Adam lr 1e-4 eps
+    3.125e-4 (constant), no gradient clip, batch 32, gamma 0.99, one update per 4 env steps,
+    a target copy every 1,000 env steps, 1,000 prefill steps, 100k replay, epsilon 1 -> 0.01
+    over 250k env steps (0.001 at evaluation), 10M env steps; a conv of 16 channels straight to
+    the output. What differs: `RAINBOW_MINATAR_DIFFERS`."""
+    cfg = apply("rainbow", base, v_max=100.0)  # their `vmax = 100.`
+    cfg = _dqn(cfg, learning_rate=1e-4, adam_eps=3.125e-4, target_period=1_008, gamma=0.99,
+               double_q=False, max_grad_norm=None)  # fmt: skip
+    total = 10_000_000
     return cfg.replace(
-        replay=dataclasses.replace(cfg.replay, batch_size=32),
-        schedule=dataclasses.replace(cfg.schedule, lr_schedule="constant"),
+        network=dataclasses.replace(cfg.network, conv_channels=(16,), hidden_sizes=()),
+        replay=dataclasses.replace(cfg.replay, capacity=100_000, batch_size=32),
+        schedule=dataclasses.replace(
+            cfg.schedule,
+            epsilon_start=1.0,
+            epsilon_end=0.01,
+            epsilon_fraction=250_000 / total,
+            lr_schedule="constant",
+            horizon=total,  # a shortened run keeps the 250k-step decay
+        ),
+        eval_epsilon=0.001,
         learning_starts=1_008,
         train_frequency=16,
         updates_per_block=4,
+        total_env_steps=total,
     )
 
 

@@ -176,7 +176,8 @@ class Per(NamedTuple):
       draw: `(priorities, key, updates, hp=None) -> (index [B] int32, weight [B] float32)`:
         proportional draws and their importance weights `(N P_i)^-beta`, divided by the batch's
         largest; beta anneals linearly from `config.beta` (or `hp.beta`, an `HParams`) to 1
-        over `total_updates` batches (`updates` used so far).
+        over `total_updates` batches (`updates` used so far), or stays at it
+        (`config.beta_anneal=False`).
       l3_weights: `use [B3] bool -> [B3]` float32, the weights of rows served by L3: 1 (the
         batch's largest) for a valid row, as if drawn uniformly.
       update: `(priorities, max_priority, index [B], td_error [B], hp=None) -> (priorities,
@@ -208,9 +209,11 @@ def make_per(
       slots, num_envs: the ring's `[T, E]` rows (`ring.make_ring`).
       frame_stack: the ring's deduplicated frame stack (0: none); a write then also takes the
         `frame_stack - 1` oldest slots out of sampling (their stacks lost a frame).
-      total_updates: batches over the run; beta reaches 1 there (None: beta stays fixed).
+      total_updates: batches over the run; with `config.beta_anneal` beta reaches 1 there
+        (None: beta stays fixed).
     """
     n, rows = config.n_step, slots * num_envs
+    total_updates = total_updates if config.beta_anneal else None
     sampler = make_sampler(config.sampler, rows)
     to_priority = priority_fn(config.priority, config.alpha, config.priority_eps)
     env = jnp.arange(num_envs, dtype=jnp.int32)

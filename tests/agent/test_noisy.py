@@ -20,7 +20,7 @@ from jaxrl_fast.agent.network import QNetwork
 from jaxrl_fast.agent.noisy import NoisyDense, scaled_noise
 from jaxrl_fast.agent.schedules import budget_warnings
 from jaxrl_fast.agent.sequence_loss import SequenceSpec
-from jaxrl_fast.config import DQNConfig, NetworkConfig, ScheduleConfig
+from jaxrl_fast.config import DQNConfig, NetworkConfig, ScheduleConfig, TrainConfig
 from jaxrl_fast.config.sections import AlgoConfig
 from jaxrl_fast.envs import make_probe_env
 from jaxrl_fast.types import Batch
@@ -53,6 +53,27 @@ def test_the_factorised_layer_equals_the_matrix_it_factorises():
     # without the stream: the mean function, exactly
     mean = layer.apply(params, x)
     np.testing.assert_allclose(mean, x @ p["kernel"] + p["bias"], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("mu_init", ["uniform", "layer"])
+def test_the_initial_weights_follow_the_paper_or_the_layer(mu_init):
+    fan_in, out = 400, 300
+    init = jax.nn.initializers.he_normal()
+    layer = NoisyDense(out, init, sigma0=0.5, mu_init=mu_init)
+    p = layer.init(jax.random.key(0), jnp.zeros((1, fan_in)))["params"]
+    bound = 1 / np.sqrt(fan_in)
+    np.testing.assert_allclose(p["sigma_kernel"], 0.5 * bound, rtol=1e-6)  # sigma0 / sqrt(p)
+    np.testing.assert_allclose(p["sigma_bias"], 0.5 * bound, rtol=1e-6)
+    w, b = np.asarray(p["kernel"]), np.asarray(p["bias"])
+    if mu_init == "uniform":  # U[-1/sqrt(p), 1/sqrt(p)] (Fortunato et al. 2018, Section 3.2)
+        assert np.abs(w).max() <= bound and np.abs(b).max() <= bound
+        np.testing.assert_allclose(w.std(), bound / np.sqrt(3), rtol=0.02)
+        assert b.std() > 0.5 * bound / np.sqrt(3)
+    else:  # the layer's own: He-normal, std sqrt(2 / p), biases zero
+        np.testing.assert_allclose(w.std(), np.sqrt(2 / fan_in), rtol=0.05)
+        assert not b.any()
+    with pytest.raises(ValueError, match=r"NoisyConfig.mu_init='he'.*one of"):
+        TrainConfig(algo={"noisy": {"mu_init": "he"}})
 
 
 def _layer_key(x, key):

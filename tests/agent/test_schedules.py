@@ -92,6 +92,26 @@ def test_gamma_phases_by_training_fraction():
     np.testing.assert_allclose(float(make_schedules(tiny_config()).gamma(0.8)), 0.9, rtol=1e-7)
 
 
+def test_a_horizon_makes_a_shorter_run_follow_a_longer_runs_schedules():
+    # tiny: 880 env steps, 200 updates; its fractions of a 1,760-step horizon (400 updates)
+    sched = dict(epsilon_start=1.0, epsilon_end=0.1, epsilon_fraction=0.5, lr_schedule="linear",
+                 lr_end_fraction=0.1, gamma_schedule="0.99:0.3,0.95:0.7,0.9")  # fmt: skip
+    s = make_schedules(_cfg(**sched, horizon=1_760))
+    eps, lr = optax.linear_schedule(1.0, 0.1, 880), optax.linear_schedule(1e-3, 1e-4, 400)
+    for t in (0, 440, 879):  # epsilon over 880 env steps: the run ends mid-decay
+        np.testing.assert_allclose(float(s.epsilon(t)), float(eps(t)), rtol=1e-6)
+    for t in (0, 100, 199):  # the rate at the run's end: (1e-3 + 1e-4) / 2, not 1e-4
+        np.testing.assert_allclose(float(s.learning_rate(t)), float(lr(t)), rtol=1e-5)
+    np.testing.assert_allclose(float(s.update_gamma(100)), 0.99, rtol=1e-7)  # 25% of 400
+    np.testing.assert_allclose(float(s.update_gamma(199)), 0.95, rtol=1e-7)  # 50%: not 0.9
+    np.testing.assert_allclose(float(s.collect_gamma(220)), 0.95, rtol=1e-7)  # 880 / 1760 = 50%
+    # None (the default) is the run's own budget: the same numbers as a horizon of 880
+    own, same = make_schedules(_cfg(**sched)), make_schedules(_cfg(**sched, horizon=880))
+    for t in (0, 300, 879):
+        assert float(own.epsilon(t)) == float(same.epsilon(t))
+    assert float(own.learning_rate(150)) == float(same.learning_rate(150))
+
+
 def test_schedules_take_each_seeds_hparams_under_vmap():
     a = tiny_config()
     b = a.replace(
@@ -165,6 +185,7 @@ def test_bad_gamma_schedules_are_refused(text):
         ("epsilon_every", 0, "positive int"),
         ("lr_schedule", "step", "cosine_restarts"),
         ("lr_period_fraction", 0.0, r"\(0, 1\]"),
+        ("horizon", 0, "an int >= 1"),
     ],
 )
 def test_bad_schedule_fields_are_refused(field, value, allowed):

@@ -6,6 +6,7 @@ and full Rainbow's parts (C51 dueling head, noisy layers, PER, 3-step returns) r
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import jax
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from conftest import StopRun, params_hashes, stop_at, tiny_config
 
 from jaxrl_fast import presets, train
+from jaxrl_fast.config.sections import AlgoConfig
 from jaxrl_fast.presets import dqn_family
 
 
@@ -23,32 +25,38 @@ def _changed(a, b, prefix=""):
         x, y = getattr(a, f.name), getattr(b, f.name)
         if dataclasses.is_dataclass(x):
             out |= _changed(x, y, f"{prefix}{f.name}.")
+        elif isinstance(x, AlgoConfig):  # its sections, by name
+            for name in x:
+                out |= _changed(x[name], y[name], f"{prefix}{f.name}.{name}.")
         elif x != y:
             out.add(f"{prefix}{f.name}")
     return out
 
 
+_SUPPORT = ("algo.distributional.v_min", "algo.distributional.v_max")  # [-100, 100] below
 EXPECTED = {
     "dqn": set(),
-    "c51": {"network.head", "dqn.loss", "dqn.adam_eps"},
-    "qr-dqn": {"network.head", "dqn.loss", "dqn.adam_eps"},
-    "iqn": {"network.head", "dqn.loss", "dqn.adam_eps"},  # (64, 64, 32) and 64: the defaults
+    "c51": {"network.head", "dqn.loss", "dqn.adam_eps", "dqn.double_q", *_SUPPORT},
+    "qr-dqn": {"network.head", "dqn.loss", "dqn.adam_eps", "dqn.double_q"},
+    "iqn": {"network.head", "dqn.loss", "dqn.adam_eps", "dqn.double_q"},  # (64, 64, 32), 64
     "m-dqn": {"dqn.loss"},  # its settings are the defaults (as are 51 atoms on [-10, 10], 200
     # quantiles and kappa 1)
-    "hl-gauss": {"network.head", "dqn.loss"},
+    "hl-gauss": {"network.head", "dqn.loss", *_SUPPORT},
     "noisy": {"network.dense", "schedule.epsilon_start", "schedule.epsilon_end"},
     "rainbow": {"network.head", "dqn.loss", "dqn.adam_eps", "replay.n_step",
-                "replay.prioritised", "replay.alpha", "replay.beta"},
+                "replay.prioritised", "replay.alpha", "replay.beta", "replay.beta_anneal",
+                "replay.priority_eps", "dqn.double_q", *_SUPPORT},
     "full-rainbow": {"network.head", "dqn.loss", "dqn.adam_eps", "replay.n_step",
-                     "replay.prioritised", "replay.alpha", "replay.beta", "network.dueling",
-                     "network.dense", "schedule.epsilon_start", "schedule.epsilon_end"},
+                     "replay.prioritised", "replay.alpha", "replay.beta", "replay.beta_anneal",
+                     "replay.priority_eps", "network.dueling", "network.dense",
+                     "schedule.epsilon_start", "schedule.epsilon_end", *_SUPPORT},
 }  # fmt: skip
 
 
 @pytest.mark.parametrize("name", list(dqn_family.ALGORITHMS))
 def test_each_algorithm_changes_its_own_fields_only(name):
     base = presets.get("minatar-breakout")
-    assert _changed(base, dqn_family.apply(name, base)) == EXPECTED[name]
+    assert _changed(base, dqn_family.apply(name, base, v_max=100.0)) == EXPECTED[name]
 
 
 def test_an_unknown_algorithm_lists_the_known_ones():
@@ -56,19 +64,105 @@ def test_an_unknown_algorithm_lists_the_known_ones():
         dqn_family.apply("rainbow2", presets.get("minatar-breakout"))
 
 
-def test_the_family_presets_are_registered_with_their_sources_settings():
-    assert set(dqn_family.PRESETS) <= set(presets.names())
-    rb = presets.get("rainbow-minatar")
-    assert (rb.network.head, rb.network.dueling, rb.network.dense) == ("c51", True, "noisy")
-    support = (rb.algo.distributional.v_min, rb.algo.distributional.v_max)
-    assert (*support, rb.algo.distributional.num_atoms, rb.replay.n_step) == (-100.0, 100.0, 51, 3)
-    assert (rb.dqn.learning_rate, rb.dqn.adam_eps, rb.replay.batch_size) == (1e-4, 3.125e-4, 32)
-    assert rb.env.name == "Breakout-MinAtar" and rb.schedule.epsilon_start == 0.0
-    # one update per 4 env steps, a target copy every 1,008
-    assert rb.train_frequency / rb.updates_per_block == 4 and rb.dqn.target_period == 1_008
-    pong = presets.get("rainbow-atari-pong")
-    assert (pong.dqn.learning_rate, pong.dqn.adam_eps) == (6.25e-5, 1.5e-4)
-    assert pong.env.name == "envpool:Pong-v5" and pong.replay.prioritised
+# Revisiting Rainbow's MinAtar Rainbow, written down from its config file (JohanSamir/
+# revisiting_rainbow, revisiting_rainbow/Configs/rainbow_breakout.gin @ 521a3c2; the other games'
+# files differ only in the game), with Dopamine's JaxDQNAgent defaults for what it leaves unset
+# (epsilon_train, epsilon_eval, epsilon_decay_period) and Dopamine's Rainbow agent code for PER
+# (loss weights 1 / sqrt(P) over their largest, priorities sqrt(loss + 1e-10)).
+REVISITING_RAINBOW_MINATAR = {
+    "gamma": 0.99, "update_horizon": 3, "min_replay_history": 1_000, "update_period": 4,
+    "target_update_period": 1_000, "noisy": False, "dueling": False, "double_dqn": False,
+    "hidden_layer": 0, "conv_features": 16, "num_atoms": 51, "vmax": 100.0,
+    "replay_scheme": "prioritized", "priority_exponent": 0.5, "priority_eps": 1e-10,
+    "is_exponent": 0.5, "is_exponent_annealed": False, "optimizer": "adam",
+    "learning_rate": 1e-4, "adam_eps": 3.125e-4, "grad_clip": None,
+    "training_steps": 10 * 1_000_000, "replay_capacity": 100_000, "batch_size": 32,
+    "epsilon_start": 1.0, "epsilon_train": 0.01, "epsilon_eval": 0.001,
+    "epsilon_decay_period": 250_000, "loss": "c51",
+}  # fmt: skip
+
+
+def _as_revisiting_rainbow(cfg):
+    """Our config in the reference's terms (each key as REVISITING_RAINBOW_MINATAR's)."""
+    d = cfg.algo.distributional
+    assert d.v_min == -d.v_max  # Dopamine's support is [-vmax, vmax]
+    return {
+        "gamma": cfg.dqn.gamma, "update_horizon": cfg.replay.n_step,
+        "min_replay_history": cfg.learning_starts,
+        "update_period": cfg.train_frequency / cfg.updates_per_block,  # env steps per update
+        "target_update_period": cfg.dqn.target_period, "noisy": cfg.network.dense == "noisy",
+        "dueling": cfg.network.dueling, "double_dqn": cfg.dqn.double_q,
+        "hidden_layer": len(cfg.network.hidden_sizes),
+        "conv_features": cfg.network.conv_channels[0], "num_atoms": d.num_atoms,
+        "vmax": d.v_max, "replay_scheme": "prioritized" if cfg.replay.prioritised else "uniform",
+        "priority_exponent": cfg.replay.alpha, "priority_eps": cfg.replay.priority_eps,
+        "is_exponent": cfg.replay.beta, "is_exponent_annealed": cfg.replay.beta_anneal,
+        "optimizer": cfg.dqn.optimizer, "learning_rate": cfg.dqn.learning_rate,
+        "adam_eps": cfg.dqn.adam_eps, "grad_clip": cfg.dqn.max_grad_norm,
+        "training_steps": cfg.total_env_steps, "replay_capacity": cfg.replay.capacity,
+        "batch_size": cfg.replay.batch_size, "epsilon_start": cfg.schedule.epsilon_start,
+        "epsilon_train": cfg.schedule.epsilon_end, "epsilon_eval": cfg.eval_epsilon,
+        "epsilon_decay_period": cfg.schedule.epsilon_fraction * cfg.schedule.horizon,
+        "loss": cfg.dqn.loss,
+    }  # fmt: skip
+
+
+# the reference's keys behind each field `RAINBOW_MINATAR_DIFFERS` names: close, not equal
+_DIFFERS_KEYS = {"learning_starts": "min_replay_history",
+                 "dqn.target_period": "target_update_period"}  # fmt: skip
+
+
+def test_rainbow_minatar_is_revisiting_rainbows_field_by_field():
+    cfg = presets.get("rainbow-minatar")
+    ours = _as_revisiting_rainbow(cfg)
+    assert ours.keys() == REVISITING_RAINBOW_MINATAR.keys()
+    for key, want in REVISITING_RAINBOW_MINATAR.items():
+        if key in _DIFFERS_KEYS.values():  # said in RAINBOW_MINATAR_DIFFERS: within one block
+            assert abs(ours[key] - want) < cfg.env.num_envs, key
+        else:
+            assert ours[key] == pytest.approx(want) if want is not None else ours[key] is None, key
+    assert set(_DIFFERS_KEYS) <= set(dqn_family.RAINBOW_MINATAR_DIFFERS)
+    assert cfg.env.name == "Breakout-MinAtar" and cfg.network.head == "c51"
+    assert "rainbow-minatar" in dqn_family.REFERENCES
+    # a shortened run keeps the reference's schedules (their fractions are of the 10M horizon)
+    short = cfg.replace(total_env_steps=1_000_000)
+    assert _as_revisiting_rainbow(short)["epsilon_decay_period"] == pytest.approx(250_000)
+    # the full Rainbow it used to be is a family member on any preset
+    full = dqn_family.apply("full-rainbow", presets.get("minatar-breakout"), v_max=100.0)
+    assert (full.network.dense, full.network.dueling, full.dqn.double_q) == ("noisy", True, True)
+
+
+# Dopamine's Rainbow and full Rainbow: the algorithm and optimiser fields of
+# dopamine/jax/agents/{rainbow,full_rainbow}/configs/*.gin (google/dopamine @ 9f616b9, 1ee6fab).
+DOPAMINE = {
+    "rainbow-atari-pong": dict(num_atoms=51, vmax=10.0, update_horizon=3, prioritized=True,
+                               noisy=False, dueling=False, double_dqn=False,
+                               learning_rate=6.25e-5, adam_eps=1.5e-4),
+    "full-rainbow-atari-pong": dict(num_atoms=51, vmax=10.0, update_horizon=3, prioritized=True,
+                                    noisy=True, dueling=True, double_dqn=True,
+                                    learning_rate=6.25e-5, adam_eps=1.5e-4),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(DOPAMINE))
+def test_the_dopamine_presets_have_dopamines_algorithm_and_optimiser(name):
+    cfg = presets.get(name)
+    d = cfg.algo.distributional
+    ours = dict(num_atoms=d.num_atoms, vmax=d.v_max, update_horizon=cfg.replay.n_step,
+                prioritized=cfg.replay.prioritised, noisy=cfg.network.dense == "noisy",
+                dueling=cfg.network.dueling, double_dqn=cfg.dqn.double_q,
+                learning_rate=cfg.dqn.learning_rate, adam_eps=cfg.dqn.adam_eps)  # fmt: skip
+    assert ours == DOPAMINE[name] and d.v_min == -10.0
+    assert (cfg.replay.alpha, cfg.replay.beta, cfg.replay.beta_anneal) == (0.5, 0.5, False)
+    assert cfg.env.name == "envpool:Pong-v5" and name in dqn_family.REFERENCES
+
+
+def test_the_family_minatar_presets_use_minatars_return_scale():
+    for name in ("c51-minatar", "hl-gauss-minatar"):
+        d = presets.get(name).algo.distributional
+        assert (d.v_min, d.v_max, d.num_atoms) == (-100.0, 100.0, 51), name
+    noisy = presets.get("noisy-minatar").algo.noisy
+    assert (noisy.sigma0, noisy.mu_init) == (0.5, "uniform")  # Fortunato et al. 2018
 
 
 @pytest.mark.slow
@@ -108,3 +202,26 @@ def test_the_family_composes_with_precision_l3_and_a_sweep():
     params = jax.tree.leaves(swept.result.runner.seeds.agent.params)
     assert all(p.shape[0] == 2 for p in params)
     assert any(not np.allclose(p[0], p[1]) for p in params)  # the kappas differ
+
+
+def test_algo_on_the_command_line_puts_any_member_on_any_preset(capsys):
+    from jaxrl_fast.cli import main
+
+    def printed(*argv) -> dict:
+        assert main(["train", *argv, "--print-config"]) == 0
+        out = capsys.readouterr().out
+        return json.loads(out[out.index("{") :])
+
+    full = printed("--preset", "minatar-breakout", "--algo", "full-rainbow",
+                   "--dqn.learning-rate", "1e-3")  # fmt: skip
+    want = dqn_family.apply("full-rainbow", presets.get("minatar-breakout")).replace(
+        dqn={"learning_rate": 1e-3}
+    )
+    assert full == json.loads(json.dumps(want.to_dict()))  # later options still win
+    assert full["algo"]["distributional"]["v_max"] == 100.0  # MinAtar's return scale
+    c51 = printed("--preset", "cartpole", "--algo", "c51", "--algo.distributional.num-atoms", "11")
+    assert c51["network"]["head"] == "c51" and c51["dqn"]["loss"] == "c51"
+    assert c51["algo"]["distributional"]["num_atoms"] == 11  # its own knobs on top
+    with pytest.raises(SystemExit) as stop:
+        main(["train", "--algo", "rainbow2", "--print-config"])
+    assert stop.value.code == 2 and "invalid choice: 'rainbow2'" in capsys.readouterr().err

@@ -369,10 +369,13 @@ def test_importance_weights_in_batch_by_hand(kind):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", SAMPLERS)
-def test_beta_anneals_linearly_to_one_over_total_updates(kind):
+def test_beta_anneals_linearly_to_one_over_total_updates_or_stays_fixed(kind):
     per = _per(kind, slots=4, n=1, batch_size=8, priority="sqrt", beta=0.2, total_updates=4)
     fixed = _per(kind, slots=4, n=1, batch_size=8, priority="sqrt", beta=0.2)
-    for buf in (per, fixed):
+    # Dopamine's fixed exponent: no annealing even with the run's length known
+    held = _per(kind, slots=4, n=1, batch_size=8, priority="sqrt", beta=0.2, total_updates=4,
+                beta_anneal=False)  # fmt: skip
+    for buf in (per, fixed, held):
         state = buf.buffer.init()
         for t in range(2):
             state = buf.add(state, _step(t))
