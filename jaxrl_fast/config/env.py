@@ -272,6 +272,6 @@ class EnvConfig:
         """The magnitude the discounted returns stay within, for a categorical head's support
         `[-return_scale, return_scale]` (`presets.dqn_family.apply`, `--algo`): 10 for Atari with
         clipped rewards (Dopamine's `vmax`), else 100 (Revisiting Rainbow's MinAtar configs and
-        Dopamine's classic-control ones: rewards of about 1 a step at gamma 0.99). An env with
+        Dopamine's `c51_cartpole.gin`: rewards of about 1 a step at gamma 0.99). An env with
         larger returns sets `algo.distributional.v_min` / `v_max` itself."""
         return 10.0 if self.is_envpool and self.atari.reward_clip else 100.0

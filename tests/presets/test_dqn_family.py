@@ -14,6 +14,7 @@ import pytest
 from conftest import StopRun, params_hashes, stop_at, tiny_config
 
 from jaxrl_fast import presets, train
+from jaxrl_fast.config import AtariConfig, EnvConfig
 from jaxrl_fast.config.sections import AlgoConfig
 from jaxrl_fast.presets import dqn_family
 
@@ -161,6 +162,11 @@ def test_the_family_minatar_presets_use_minatars_return_scale():
     for name in ("c51-minatar", "hl-gauss-minatar"):
         d = presets.get(name).algo.distributional
         assert (d.v_min, d.v_max, d.num_atoms) == (-100.0, 100.0, 51), name
+    # the return scale: clipped Atari rewards 10 (Dopamine), else 100
+    pong = EnvConfig(name="envpool:Pong-v5")
+    assert pong.return_scale == 10.0 and EnvConfig(name="CartPole-v1").return_scale == 100.0
+    unclipped = EnvConfig(name="envpool:Pong-v5", atari=AtariConfig(reward_clip=False))
+    assert unclipped.return_scale == 100.0
     noisy = presets.get("noisy-minatar").algo.noisy
     assert (noisy.sigma0, noisy.mu_init) == (0.5, "uniform")  # Fortunato et al. 2018
 
