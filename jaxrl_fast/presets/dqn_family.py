@@ -32,7 +32,8 @@ below use Dopamine's.
 
 Presets (`presets.get`): `ALGORITHM-minatar` on Breakout-MinAtar (the `minatar-breakout` preset,
 154k env steps, support [-100, 100]; change the game with `--env.name`), `ALGORITHM-atari-pong`
-on Pong (the `atari-pong` preset), and `rainbow-minatar`, Revisiting Rainbow's MinAtar Rainbow
+on Pong (Dopamine's agent and Atari protocol over the `atari-pong` preset's env, `DOPAMINE_ATARI`
+and `DOPAMINE_ATARI_DIFFERS`), and `rainbow-minatar`, Revisiting Rainbow's MinAtar Rainbow
 field by field (`REFERENCES`; `RAINBOW_MINATAR_DIFFERS` lists what differs and why).
 """
 
@@ -43,7 +44,15 @@ from typing import Callable
 
 from jaxrl_fast.config import TrainConfig
 
-__all__ = ["ALGORITHMS", "PRESETS", "RAINBOW_MINATAR_DIFFERS", "REFERENCES", "apply"]
+__all__ = [
+    "ALGORITHMS",
+    "DOPAMINE_ATARI",
+    "DOPAMINE_ATARI_DIFFERS",
+    "PRESETS",
+    "RAINBOW_MINATAR_DIFFERS",
+    "REFERENCES",
+    "apply",
+]
 
 # Where each preset's settings come from: the paper and the config file (repository, path and
 # commit) its fields copy. tests/presets/test_dqn_family.py holds each preset against that file's
@@ -52,10 +61,16 @@ REFERENCES = {
     "rainbow-minatar": "Obando-Ceron & Castro 2021, 'Revisiting Rainbow'; JohanSamir/"
     "revisiting_rainbow revisiting_rainbow/Configs/rainbow_breakout.gin @ 521a3c2 (its four "
     "MinAtar rainbow_*.gin differ only in the game), over Dopamine's JaxDQNAgent defaults",
+    "c51-atari-pong": "Bellemare et al. 2017; google/dopamine "
+    "dopamine/jax/agents/rainbow/configs/c51.gin @ 9f616b9",
+    "qr-dqn-atari-pong": "Dabney et al. 2018; google/dopamine "
+    "dopamine/jax/agents/quantile/configs/quantile.gin @ 8e49949",
+    "iqn-atari-pong": "Dabney et al. 2018b; google/dopamine "
+    "dopamine/jax/agents/implicit_quantile/configs/implicit_quantile.gin @ 9f616b9",
     "rainbow-atari-pong": "Hessel et al. 2018; google/dopamine "
-    "dopamine/jax/agents/rainbow/configs/rainbow.gin @ 9f616b9 (algorithm and optimiser)",
+    "dopamine/jax/agents/rainbow/configs/rainbow.gin @ 9f616b9",
     "full-rainbow-atari-pong": "Hessel et al. 2018; google/dopamine "
-    "dopamine/jax/agents/full_rainbow/configs/full_rainbow.gin @ 1ee6fab (algorithm and optimiser)",
+    "dopamine/jax/agents/full_rainbow/configs/full_rainbow.gin @ 1ee6fab",
 }
 
 # `rainbow-minatar`'s fields that are not Revisiting Rainbow's, each with why.
@@ -202,20 +217,70 @@ def _rainbow_minatar(base: TrainConfig) -> TrainConfig:
     )
 
 
+# Dopamine's JAX agents on Atari, per agent (its `configs/<agent>.gin`, `REFERENCES`): Adam's lr
+# and eps, the n of n-step returns, prioritised replay; M-DQN has no Dopamine config (its
+# optimiser settings are Dopamine's QR-DQN/IQN ones; uniform 1-step replay, as the paper).
+DOPAMINE_ATARI = {
+    "c51": (2.5e-4, 3.125e-4, 1, False),
+    "qr-dqn": (5e-5, 3.125e-4, 3, True),
+    "iqn": (5e-5, 3.125e-4, 3, False),
+    "m-dqn": (5e-5, 3.125e-4, 1, False),
+    "rainbow": (6.25e-5, 1.5e-4, 3, True),
+    "full-rainbow": (6.25e-5, 1.5e-4, 3, True),
+}
+
+# The Dopamine Atari presets' fields that are not Dopamine's, each with why.
+DOPAMINE_ATARI_DIFFERS = {
+    "env.num_envs": "8 envs stepped at once where Dopamine steps one: one update per 4 env "
+    "steps is kept, the speed is this loop's",
+    "replay.capacity": "100k rows (frame-deduplicated, 0.7 GB) where Dopamine keeps 1M: memory",
+    "total_env_steps": "400k env steps (1.6M frames) where Dopamine trains 50M (200 x 250k): a "
+    "CPU's budget; the epsilon decay stays 250k env steps (`schedule.horizon` 50M)",
+    "replay.sampler": "proportional draws; Dopamine's sum tree draws one per stratum",
+    "schedule.epsilon_fraction": "the decay starts at step 0; Dopamine's after the 20k prefill",
+    "schedule.epsilon_start": "full Rainbow: epsilon 0 beside its noisy layers, and a uniform "
+    "prefill; Dopamine's keeps epsilon_train 0.01 throughout (`identity_epsilon`), prefill "
+    "included",
+}
+
+
 def _dopamine_atari(name: str, base: TrainConfig) -> TrainConfig:
-    """Dopamine's Atari optimiser settings for `name` on the `atari-pong` preset: Adam lr
-    6.25e-5 / eps 1.5e-4 (Rainbow), 5e-5 / 3.125e-4 (QR-DQN, IQN, M-DQN), 2.5e-4 / 3.125e-4
-    (C51)."""
+    """`name` on the `atari-pong` preset with Dopamine's Atari protocol (`REFERENCES`): its
+    optimiser, n-step and replay scheme (`DOPAMINE_ATARI`), one update per 4 env steps, a target
+    copy every 8,000, 20k prefill steps, batch 32, no gradient clip, epsilon 1 -> 0.01 over 250k
+    env steps (0.001 at evaluation), sticky actions (p 0.25), no life-loss terminals and no
+    no-op starts, games cut at 27,000 agent steps. What differs: `DOPAMINE_ATARI_DIFFERS`."""
+    lr, eps, n, per = DOPAMINE_ATARI[name]
     cfg = apply(name, base)
-    lr, eps = {
-        "c51": (2.5e-4, 3.125e-4),
-        "qr-dqn": (5e-5, 3.125e-4),
-        "iqn": (5e-5, 3.125e-4),
-        "m-dqn": (5e-5, 3.125e-4),
-        "rainbow": (6.25e-5, 1.5e-4),
-        "full-rainbow": (6.25e-5, 1.5e-4),
-    }[name]
-    return _dqn(cfg, learning_rate=lr, adam_eps=eps)
+    cfg = _dqn(cfg, learning_rate=lr, adam_eps=eps, gamma=0.99, target_period=8_000,
+               max_grad_norm=None)  # fmt: skip
+    replay = dataclasses.replace(cfg.replay, n_step=n, batch_size=32, prioritised=per)
+    if per:  # Dopamine's: priorities sqrt(loss + 1e-10), weights 1 / sqrt(P) (beta 0.5 fixed)
+        replay = dataclasses.replace(
+            replay, alpha=0.5, priority_eps=1e-10, beta=0.5, beta_anneal=False
+        )
+    atari = dataclasses.replace(
+        cfg.env.atari,
+        sticky_actions=True,
+        episodic_life=False,
+        noop_max=0,
+        max_episode_frames=27_000 * 4,
+    )
+    horizon = 50_000_000
+    epsilon = {"epsilon_start": 1.0, "epsilon_end": 0.01, "epsilon_fraction": 250_000 / horizon}
+    if cfg.network.dense == "noisy":  # Dopamine's full Rainbow: no epsilon with noisy nets
+        epsilon = {"epsilon_start": 0.0, "epsilon_end": 0.0, "epsilon_fraction": 1.0}
+    return cfg.replace(
+        env=dataclasses.replace(cfg.env, atari=atari),
+        replay=replay,
+        schedule=dataclasses.replace(
+            cfg.schedule, **epsilon, lr_schedule="constant", horizon=horizon
+        ),
+        eval_epsilon=0.001,
+        learning_starts=20_000,
+        train_frequency=cfg.env.num_envs * 4,
+        updates_per_block=cfg.env.num_envs,
+    )
 
 
 def presets(get: Callable[[str], TrainConfig]) -> dict[str, Callable[[], TrainConfig]]:

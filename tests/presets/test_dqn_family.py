@@ -133,29 +133,63 @@ def test_rainbow_minatar_is_revisiting_rainbows_field_by_field():
     assert (full.network.dense, full.network.dueling, full.dqn.double_q) == ("noisy", True, True)
 
 
-# Dopamine's Rainbow and full Rainbow: the algorithm and optimiser fields of
-# dopamine/jax/agents/{rainbow,full_rainbow}/configs/*.gin (google/dopamine @ 9f616b9, 1ee6fab).
+# Dopamine's JAX agents on Atari, written down from their gin files (google/dopamine,
+# dopamine/jax/agents/*/configs/*.gin at the commits `dqn_family.REFERENCES` names), the values
+# common to all of them first: the Atari protocol (agent steps are env steps).
+DOPAMINE_PROTOCOL = {
+    "gamma": 0.99, "min_replay_history": 20_000, "update_period": 4,
+    "target_update_period": 8_000, "epsilon_train": 0.01, "epsilon_eval": 0.001,
+    "epsilon_decay_period": 250_000, "batch_size": 32, "sticky_actions": True,
+    "max_steps_per_episode": 27_000, "terminal_on_life_loss": False, "noop_max": 0,
+    "reward_clip": True, "grad_clip": None, "vmax": 10.0,
+}  # fmt: skip
+# per gin file: lr, eps, update_horizon, replay_scheme, num_atoms, noisy, dueling, double_dqn
 DOPAMINE = {
-    "rainbow-atari-pong": dict(num_atoms=51, vmax=10.0, update_horizon=3, prioritized=True,
-                               noisy=False, dueling=False, double_dqn=False,
-                               learning_rate=6.25e-5, adam_eps=1.5e-4),
-    "full-rainbow-atari-pong": dict(num_atoms=51, vmax=10.0, update_horizon=3, prioritized=True,
-                                    noisy=True, dueling=True, double_dqn=True,
-                                    learning_rate=6.25e-5, adam_eps=1.5e-4),
+    "c51-atari-pong": (2.5e-4, 3.125e-4, 1, "uniform", 51, False, False, False),  # c51.gin
+    "qr-dqn-atari-pong": (5e-5, 3.125e-4, 3, "prioritized", 200, False, False, False),
+    "iqn-atari-pong": (5e-5, 3.125e-4, 3, "uniform", None, False, False, False),
+    "rainbow-atari-pong": (6.25e-5, 1.5e-4, 3, "prioritized", 51, False, False, False),
+    "full-rainbow-atari-pong": (6.25e-5, 1.5e-4, 3, "prioritized", 51, True, True, True),
 }  # fmt: skip
 
 
 @pytest.mark.parametrize("name", list(DOPAMINE))
-def test_the_dopamine_presets_have_dopamines_algorithm_and_optimiser(name):
+def test_the_dopamine_atari_presets_are_dopamines_field_by_field(name):
     cfg = presets.get(name)
-    d = cfg.algo.distributional
-    ours = dict(num_atoms=d.num_atoms, vmax=d.v_max, update_horizon=cfg.replay.n_step,
-                prioritized=cfg.replay.prioritised, noisy=cfg.network.dense == "noisy",
-                dueling=cfg.network.dueling, double_dqn=cfg.dqn.double_q,
-                learning_rate=cfg.dqn.learning_rate, adam_eps=cfg.dqn.adam_eps)  # fmt: skip
-    assert ours == DOPAMINE[name] and d.v_min == -10.0
-    assert (cfg.replay.alpha, cfg.replay.beta, cfg.replay.beta_anneal) == (0.5, 0.5, False)
-    assert cfg.env.name == "envpool:Pong-v5" and name in dqn_family.REFERENCES
+    d, a, s = cfg.algo.distributional, cfg.env.atari, cfg.schedule
+    lr, eps, n, scheme, atoms, noisy, dueling, double = DOPAMINE[name]
+    want = {**DOPAMINE_PROTOCOL, "learning_rate": lr, "adam_eps": eps, "update_horizon": n,
+            "replay_scheme": scheme, "num_atoms": atoms, "noisy": noisy, "dueling": dueling,
+            "double_dqn": double}  # fmt: skip
+    ours = {
+        "gamma": cfg.dqn.gamma, "min_replay_history": cfg.learning_starts,
+        "update_period": cfg.train_frequency / cfg.updates_per_block,
+        "target_update_period": cfg.dqn.target_period, "epsilon_train": s.epsilon_end,
+        "epsilon_eval": cfg.eval_epsilon, "epsilon_decay_period": s.epsilon_fraction * s.horizon,
+        "batch_size": cfg.replay.batch_size, "sticky_actions": a.sticky_actions,
+        "max_steps_per_episode": a.max_episode_frames // a.frame_skip,
+        "terminal_on_life_loss": a.episodic_life, "noop_max": a.noop_max,
+        "reward_clip": a.reward_clip, "grad_clip": cfg.dqn.max_grad_norm, "vmax": d.v_max,
+        "learning_rate": cfg.dqn.learning_rate, "adam_eps": cfg.dqn.adam_eps,
+        "update_horizon": cfg.replay.n_step,
+        "replay_scheme": "prioritized" if cfg.replay.prioritised else "uniform",
+        "num_atoms": {"c51": d.num_atoms, "qr-dqn": d.num_quantiles}.get(cfg.network.head),
+        "noisy": cfg.network.dense == "noisy", "dueling": cfg.network.dueling,
+        "double_dqn": cfg.dqn.double_q,
+    }  # fmt: skip
+    if noisy:  # said in DOPAMINE_ATARI_DIFFERS: epsilon 0 beside the noisy layers
+        assert "schedule.epsilon_start" in dqn_family.DOPAMINE_ATARI_DIFFERS
+        assert (s.epsilon_start, s.epsilon_end) == (0.0, 0.0)
+        drop = ("epsilon_train", "epsilon_decay_period")
+        want = {k: v for k, v in want.items() if k not in drop}
+        ours = {k: v for k, v in ours.items() if k not in drop}
+    assert ours == want, {k: (ours[k], want[k]) for k in want if ours[k] != want[k]}
+    assert d.v_min == -10.0 and cfg.env.name == "envpool:Pong-v5" and name in dqn_family.REFERENCES
+    if cfg.replay.prioritised:  # Dopamine's PER: sqrt(loss + 1e-10), weights 1 / sqrt(P)
+        r = cfg.replay
+        assert (r.alpha, r.priority_eps, r.beta, r.beta_anneal) == (0.5, 1e-10, 0.5, False)
+    if cfg.network.head == "iqn":  # N = N' = 64, K = 32, a 64-cosine embedding
+        assert (cfg.algo.iqn.samples, cfg.algo.iqn.embedding) == ((64, 64, 32), 64)
 
 
 def test_the_family_minatar_presets_use_minatars_return_scale():
