@@ -41,7 +41,21 @@ from jaxrl_fast.config import (
     TrainConfig,
 )
 
-__all__ = ["PRESETS", "article_recipe"]
+__all__ = ["DIFFERS", "PRESETS", "REFERENCES", "article_recipe"]
+
+
+# Where `cartpole-cleanrl`'s settings come from (tests/presets/test_classic.py holds it against
+# them), and the fields where it is not that file's, each with why.
+REFERENCES = {
+    "cartpole-cleanrl": "luchris429/purejaxrl purejaxrl/dqn.py @ 19f8284 (`main`'s config: "
+    "CleanRL's dqn_jax.py defaults, which step 1 env, on 10 envs)",
+}
+DIFFERS = {
+    "cartpole-cleanrl": {
+        "loss": "0.5 td^2 where theirs is td^2: the same Adam step up to Adam's eps (Adam divides "
+        "the gradient's scale out)",
+    },
+}
 
 
 def _cartpole_cleanrl() -> TrainConfig:
