@@ -90,7 +90,7 @@ def assert_learned_probe_chain(result, cfg) -> None:
     from jaxrl_fast.agent.network import QNetwork
     from jaxrl_fast.envs import make_probe_env, optimal_q
 
-    net = QNetwork.from_config(cfg.network, make_probe_env("probe-chain", 1).spec, cfg.algo)
+    net = QNetwork.for_run(cfg, make_probe_env("probe-chain", 1).spec)
     expected = optimal_q("probe-chain", cfg.dqn.gamma)
     for s in range(cfg.num_seeds):
         params = jax.tree.map(lambda x, s=s: x[s], result.runner.seeds.agent.params)

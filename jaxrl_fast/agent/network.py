@@ -23,7 +23,7 @@ from jaxrl_fast.agent import dense as _dense
 from jaxrl_fast.agent import heads as _heads
 from jaxrl_fast.agent import torsos
 from jaxrl_fast.agent.layers import Conv, hidden_init, orthogonal_init
-from jaxrl_fast.config import NetworkConfig
+from jaxrl_fast.config import NetworkConfig, TrainConfig
 from jaxrl_fast.config.sections import AlgoConfig
 from jaxrl_fast.envs.base import EnvSpec
 from jaxrl_fast.types import Array
@@ -144,7 +144,9 @@ class QNetwork(nn.Module):
         cls, config: NetworkConfig, spec: EnvSpec, algo: AlgoConfig | None = None, **kwargs: Any
     ) -> QNetwork:
         """Build the network a `NetworkConfig` describes for an env spec, its head's and dense
-        layers' settings from their sections of `algo` (`TrainConfig.algo`; None: defaults)."""
+        layers' settings from their sections of `algo` (`TrainConfig.algo`; None: defaults).
+        A run's network is `for_run(config, spec)`: without the run's `algo`, a head with
+        settings gets its section's defaults."""
         kind = config.torso(spec.obs_shape)
         if kind in ("cnn", "nature") and len(spec.obs_shape) != 3:
             raise ValueError(
@@ -172,6 +174,12 @@ class QNetwork(nn.Module):
             layer_norm=config.layer_norm,
             **{"conv_impl": config.conv_impl, **kwargs},
         )
+
+    @classmethod
+    def for_run(cls, config: TrainConfig, spec: EnvSpec, **kwargs: Any) -> QNetwork:
+        """The network of a run's `TrainConfig` (its `network` with its `algo` sections) for an
+        env spec, in float32 unless `kwargs` say otherwise."""
+        return cls.from_config(config.network, spec, config.algo, **kwargs)
 
     @classmethod
     def for_precision(

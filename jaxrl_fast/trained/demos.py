@@ -47,7 +47,7 @@ def record(
             f"record: seed_index={seed_index} is not allowed; expected 0 .. {config.num_seeds - 1}."
         )
     env = env_of(config)
-    net = QNetwork.from_config(config.network, env.spec, config.algo)
+    net = QNetwork.for_run(config, env.spec)
     params = jax.tree.map(lambda x: x[seed_index], result.runner.seeds.agent.params)
 
     def policy(key, obs):

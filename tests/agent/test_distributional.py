@@ -260,6 +260,8 @@ def test_the_heads_settings_are_their_section_and_old_configs_migrate():
     cfg = TrainConfig(network=NetworkConfig(head="c51"), algo={"distributional": {"num_atoms": 7}})
     net = QNetwork.from_config(cfg.network, tiny_spec(), cfg.algo)
     assert net.head_settings == DistributionalConfig(num_atoms=7)
+    assert QNetwork.for_run(cfg, tiny_spec()) == net  # the run's network, sections included
+    assert QNetwork.from_config(cfg.network, tiny_spec()).head_settings == DistributionalConfig()
     assert net.value_head.apply(jnp.ones((1, 4)), A, _dense_stub).atoms.shape == (7,)
     assert "num_atoms" not in {f.name for f in dataclasses.fields(NetworkConfig)}
     old = {"network": {"head": "c51", "num_atoms": 11, "v_min": -1.0, "iqn_samples": [2, 3, 4]}}
